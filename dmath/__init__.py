@@ -1,0 +1,35 @@
+"""dmath: distributed dense linear algebra and deep-learning math on GPUs and CPUs.
+
+    import dmath
+    dmath.init()                                  # plain python or mpiexec -n N
+    A = dmath.random.normal((1000, 800), layout=dmath.block_cyclic(64))
+    B = A.redistribute(dmath.row_block())
+    print(dmath.norm(A - B).item())
+
+Importing dmath starts nothing; ``dmath.init`` starts MPI and picks devices.
+"""
+from .array import (ALL, DArray, Dim, Layout, block_2d, block_cyclic, col_block, element_cyclic,
+                    numroc, replicated, row_block)
+from .ops import (arange, argmax, argmin, clip, empty, eye, from_local, from_numpy, from_torch,
+                  full, linspace, max, mean, min, norm, ones, random, sum, where, zeros,
+                  zeros_like)
+from .ops.elementwise import (abs, add, ceil, cos, divide, equal, exp, floor, greater,
+                              greater_equal, isfinite, isnan, less, less_equal, log, logical_and,
+                              logical_not, logical_or, maximum, minimum, multiply, negative,
+                              not_equal, power, sigmoid, sign, sin, sqrt, square, subtract, tanh)
+from .runtime import STATS as comm_stats
+from .runtime import Grid, context, default_grid, finalize, init, is_initialized, set_default_grid
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ALL", "DArray", "Dim", "Grid", "Layout", "abs", "add", "arange", "argmax", "argmin",
+    "block_2d", "block_cyclic", "ceil", "clip", "col_block", "comm_stats", "context", "cos",
+    "default_grid", "divide", "element_cyclic", "empty", "equal", "exp", "eye", "finalize",
+    "floor", "from_local", "from_numpy", "from_torch", "full", "greater", "greater_equal", "init",
+    "is_initialized", "isfinite", "isnan", "less", "less_equal", "linspace", "log", "logical_and",
+    "logical_not", "logical_or", "max", "maximum", "mean", "min", "minimum", "multiply",
+    "negative", "norm", "not_equal", "numroc", "ones", "power", "random", "replicated",
+    "row_block", "set_default_grid", "sigmoid", "sign", "sin", "sqrt", "square", "subtract",
+    "sum", "tanh", "where", "zeros", "zeros_like",
+]

@@ -1,0 +1,213 @@
+"""``DArray``: a distributed N-D array, one local torch tensor per rank.
+
+Global shape, dtype, layout and grid are the same on every rank; ``local`` is
+the piece this rank holds on its device, in row-major order, with the shape
+``shards.local_shape`` gives (ScaLAPACK's numroc sizes for block-cyclic
+dims). Nothing global is materialised unless asked (``to_numpy``).
+
+Arithmetic operators dispatch through ``OPERATORS``, which the ops layer
+fills in; this module never imports the layers above it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from .dtypes import as_dtype, to_numpy_dtype
+from .layout import Layout
+from .redistribute import execute, plan
+from .shards import global_indices, is_primary, local_shape
+
+OPERATORS: dict[str, Callable] = {}
+
+
+def _op(name: str) -> Callable:
+    def method(self, *args, **kwargs):
+        return OPERATORS[name](self, *args, **kwargs)
+    method.__name__ = f"__{name}__"
+    return method
+
+
+class DArray:
+    """A distributed array: ``shape``, ``dtype``, ``layout``, ``grid``, ``local``."""
+
+    __array_priority__ = 100  # numpy defers binary operators to us
+
+    def __init__(self, local: torch.Tensor, shape: Sequence[int], layout: Layout, grid):
+        self.shape = tuple(int(s) for s in shape)
+        self.layout = layout
+        self.grid = grid
+        expect = local_shape(self.shape, layout, grid)
+        if tuple(local.shape) != expect:
+            raise ValueError(f"local piece has shape {tuple(local.shape)} but {layout} of "
+                             f"{self.shape} on {grid!r} gives rank {grid.rank} {expect}")
+        self._local = local
+        self._version = 0
+        self._host_cache: tuple[int, Any] | None = None
+
+    # -- basic facts ---------------------------------------------------------------
+    @property
+    def local(self) -> torch.Tensor:
+        """This rank's piece (read it freely; write through ``set_local``)."""
+        return self._local
+
+    def set_local(self, t: torch.Tensor) -> None:
+        """Replace this rank's piece in place (same shape); bumps the version."""
+        if t.shape != self._local.shape:
+            raise ValueError(f"new local piece {tuple(t.shape)} != {tuple(self._local.shape)}")
+        self._local = t
+        self.touch()
+
+    def touch(self) -> None:
+        """Record an in-place write: caches keyed on the version become stale."""
+        self._version += 1
+        self._host_cache = None
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._local.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self._local.device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d DArray")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (f"DArray(shape={self.shape}, dtype={str(self.dtype).removeprefix('torch.')}, "
+                f"layout={self.layout}, grid={self.grid!r}, device={self.device})")
+
+    # -- layout changes --------------------------------------------------------------
+    def _resolve(self, layout: Layout, grid) -> Layout:
+        if not isinstance(layout, Layout):
+            raise TypeError(f"expected a dmath.Layout, got {type(layout).__name__}")
+        return layout.resolve(grid, self.ndim)
+
+    def redistribution_plan(self, layout: Layout, grid=None, method: str = "auto") -> tuple:
+        """The steps ``redistribute(layout, grid)`` would run on this rank."""
+        grid = self.grid if grid is None else grid
+        if grid.world.mpi != self.grid.world.mpi and grid.size != self.grid.size:
+            raise ValueError(f"cannot move an array from {self.grid!r} to {grid!r}: "
+                             "they span different ranks")
+        if method not in ("auto", "general"):
+            raise ValueError(f"method must be 'auto' or 'general', not {method!r}")
+        return plan(self.shape, self.layout, self.grid, self._resolve(layout, grid), grid,
+                    self.grid.rank, method)
+
+    def redistribute(self, layout: Layout, grid=None, method: str = "auto") -> "DArray":
+        """This array in ``layout`` (on ``grid``, default: the same grid).
+
+        Returns ``self`` when nothing changes; otherwise a new array (the old
+        one is untouched)."""
+        grid = self.grid if grid is None else grid
+        steps = self.redistribution_plan(layout, grid, method)
+        if not steps:
+            return self
+        out = execute(steps, self._local)
+        return DArray(out, self.shape, steps[-1].dst, grid)
+
+    def astype(self, dtype) -> "DArray":
+        """Same layout, each local element cast to ``dtype`` (no communication)."""
+        t = as_dtype(dtype)
+        if t == self.dtype:
+            return self
+        return DArray(self._local.to(t), self.shape, self.layout, self.grid)
+
+    def permute(self, *order: int) -> "DArray":
+        """Dims reordered; layout follows; local pieces are views (no traffic)."""
+        order = tuple(order[0]) if len(order) == 1 and not isinstance(order[0], int) else order
+        if sorted(order) != list(range(self.ndim)):
+            raise ValueError(f"permutation {order} does not fit a {self.ndim}-D array")
+        return DArray(self._local.permute(order), [self.shape[i] for i in order],
+                      self.layout.permute(order), self.grid)
+
+    @property
+    def T(self) -> "DArray":
+        """Transpose as a layout swap: no communication, local views."""
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    # -- to the host ------------------------------------------------------------------
+    def to_torch(self, root: int | None = None) -> torch.Tensor | None:
+        """The global array as a CPU tensor on every rank, or on ``root`` only."""
+        full = self.redistribute(self.layout.without_partial()) if self.layout.partial else self
+        if root is None:
+            rep = full.redistribute(Layout())
+            return rep._local.cpu()
+        grid, world = self.grid, self.grid.world
+        mine = full._local if is_primary(full.layout, grid, grid.rank) else full._local[:0]
+        counts = [math.prod(local_shape(self.shape, full.layout, grid, r))
+                  if is_primary(full.layout, grid, r) else 0 for r in range(world.size)]
+        flat = world.gatherv(mine.contiguous().cpu(), counts, root)
+        if world.rank != root:
+            return None
+        out = torch.empty(self.shape, dtype=self.dtype)
+        off = 0
+        for r, c in enumerate(counts):
+            if c:
+                idx = np.ix_(*global_indices(self.shape, full.layout, grid, r))
+                piece = flat[off: off + c].view(local_shape(self.shape, full.layout, grid, r))
+                out[tuple(torch.from_numpy(i) for i in idx)] = piece
+                off += c
+        return out
+
+    def to_numpy(self, root: int | None = None) -> np.ndarray | None:
+        """The global array as numpy on every rank (default) or on ``root`` only.
+
+        bfloat16 arrives as float32 (numpy has no bfloat16). A second call on
+        an unchanged array reuses the first call's copy."""
+        key = (self._version, root)
+        if self._host_cache is not None and self._host_cache[0] == key:
+            return self._host_cache[1]
+        t = self.to_torch(root)
+        out = None if t is None else t.to(torch.float32 if t.dtype == torch.bfloat16 else t.dtype).numpy()
+        if out is not None:
+            out.flags.writeable = False
+            assert out.dtype == to_numpy_dtype(self.dtype)
+        self._host_cache = (key, out)
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.to_numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        """The value of a 1-element array as a Python scalar (on every rank)."""
+        if self.size != 1:
+            raise ValueError(f"item() needs a 1-element array, this one has shape {self.shape}")
+        return self.to_numpy().reshape(()).item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    # -- operators (filled in by the ops layer) ------------------------------------------
+    for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "pow",
+                  "rpow", "neg", "abs", "lt", "le", "gt", "ge", "eq", "ne", "matmul",
+                  "rmatmul", "and", "or", "xor", "invert", "floordiv", "mod", "getitem"):
+        locals()[f"__{_name}__"] = _op(_name)
+    del _name
+
+    __hash__ = object.__hash__

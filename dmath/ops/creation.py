@@ -1,0 +1,174 @@
+"""Creating distributed arrays: constants, ranges, identity, from host data.
+
+Every creator takes ``layout`` (default replicated), ``grid`` (default: the
+grid ``dmath.init`` made) and ``dtype`` (default float64) and builds only
+this rank's piece, from the global indices it holds.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from ..array import DArray, Layout, as_dtype, global_indices, local_shape
+from ._common import check_shape, device, dtype_or_default, grid_or_default, resolve_layout
+
+
+def _make(shape, layout, grid, fill: Callable[[list[np.ndarray], tuple], torch.Tensor]) -> DArray:
+    grid = grid_or_default(grid)
+    shape = check_shape(shape)
+    lay = resolve_layout(layout, grid, len(shape))
+    local = fill(global_indices(shape, lay, grid), local_shape(shape, lay, grid))
+    return DArray(local, shape, lay, grid)
+
+
+def full(shape, value, *, dtype=None, layout: Layout | None = None, grid=None) -> DArray:
+    """Array of ``shape`` filled with ``value``."""
+    t = dtype_or_default(dtype)
+    return _make(shape, layout, grid, lambda g, ls: torch.full(ls, value, dtype=t, device=device()))
+
+
+def zeros(shape, *, dtype=None, layout: Layout | None = None, grid=None) -> DArray:
+    return full(shape, 0, dtype=dtype, layout=layout, grid=grid)
+
+
+def ones(shape, *, dtype=None, layout: Layout | None = None, grid=None) -> DArray:
+    return full(shape, 1, dtype=dtype, layout=layout, grid=grid)
+
+
+def empty(shape, *, dtype=None, layout: Layout | None = None, grid=None) -> DArray:
+    """Uninitialised array (each local piece is torch.empty)."""
+    t = dtype_or_default(dtype)
+    return _make(shape, layout, grid, lambda g, ls: torch.empty(ls, dtype=t, device=device()))
+
+
+def zeros_like(a: DArray) -> DArray:
+    return DArray(torch.zeros_like(a.local), a.shape, a.layout.without_partial(), a.grid) \
+        if not a.layout.partial else zeros(a.shape, dtype=a.dtype, layout=a.layout, grid=a.grid)
+
+
+def eye(n: int, m: int | None = None, *, k: int = 0, dtype=None, layout: Layout | None = None,
+        grid=None) -> DArray:
+    """n x m matrix with ones on diagonal k."""
+    m = n if m is None else m
+    t = dtype_or_default(dtype)
+
+    def fill(g, ls):
+        rows = torch.from_numpy(g[0]).view(-1, 1)
+        cols = torch.from_numpy(g[1]).view(1, -1)
+        return (cols - rows == k).to(t).to(device())
+    return _make((n, m), layout, grid, fill)
+
+
+def arange(start, stop=None, step=1, *, dtype=None, layout: Layout | None = None,
+           grid=None) -> DArray:
+    """1-D array ``start, start+step, ...`` below ``stop`` (numpy's arange)."""
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ValueError("arange step must not be zero")
+    n = max(0, math.ceil((stop - start) / step))
+    if dtype is None:
+        dtype = "int64" if all(isinstance(v, (int, np.integer)) for v in (start, stop, step)) else "float64"
+    t = as_dtype(dtype)
+    return _make((n,), layout, grid, lambda g, ls: (start + torch.from_numpy(g[0]).to(
+        torch.float64 if t.is_floating_point else torch.int64) * step).to(t).to(device()))
+
+
+def linspace(start: float, stop: float, num: int = 50, *, endpoint: bool = True, dtype=None,
+             layout: Layout | None = None, grid=None) -> DArray:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (numpy's linspace)."""
+    t = dtype_or_default(dtype)
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else 0.0
+
+    def fill(g, ls):
+        x = start + torch.from_numpy(g[0]).to(torch.float64) * step
+        if endpoint and num > 1:
+            x[torch.from_numpy(g[0] == num - 1)] = stop
+        return x.to(t).to(device())
+    return _make((num,), layout, grid, fill)
+
+
+def _select(t: torch.Tensor, idx: list[np.ndarray]) -> torch.Tensor:
+    """Sub-array of ``t`` at the global indices ``idx`` (one array per dim)."""
+    for d, i in enumerate(idx):
+        if len(i) != t.shape[d] or (len(i) and (i[0] != 0 or np.any(np.diff(i) != 1))):
+            t = t.index_select(d, torch.from_numpy(i).to(t.device))
+    return t
+
+
+def from_torch(tensor: torch.Tensor | None, layout: Layout | None = None, *, grid=None,
+               root: int | None = None, dtype=None) -> DArray:
+    """Distribute a global tensor.
+
+    ``root=None``: every rank passes the same tensor and keeps its own slice
+    (no communication). ``root=r``: only rank r passes it (others pass None)
+    and it is scattered from there."""
+    grid = grid_or_default(grid)
+    world = grid.world
+    if root is None:
+        meta = None if tensor is None else (tuple(tensor.shape), tensor.dtype)
+        metas = world.allgather_obj(meta)
+        if None in metas:
+            raise ValueError(f"from_torch/from_numpy without root: rank {metas.index(None)} "
+                             "passed no data; pass root= to scatter from one rank")
+        if any(m != metas[0] for m in metas):
+            bad = next(r for r, m in enumerate(metas) if m != metas[0])
+            raise ValueError(f"from_torch/from_numpy without root: rank {bad} passed shape/dtype "
+                             f"{metas[bad]} but rank 0 passed {metas[0]}")
+    else:
+        if not 0 <= root < world.size:
+            raise ValueError(f"root {root} is not a rank of a {world.size}-rank world")
+        meta = (tuple(tensor.shape), tensor.dtype) if world.rank == root and tensor is not None else None
+        meta = world.bcast_obj(meta, root)
+        if meta is None:
+            raise ValueError(f"from_torch/from_numpy: root rank {root} passed no data")
+    shape, src_dtype = meta
+    t = src_dtype if dtype is None else as_dtype(dtype)
+    lay = resolve_layout(layout, grid, len(shape))
+    if root is None:
+        local = _select(tensor, global_indices(shape, lay, grid))
+        return DArray(local.to(device=device(), dtype=t).contiguous(), shape, lay, grid)
+    counts = [math.prod(local_shape(shape, lay, grid, r)) for r in range(world.size)]
+    flat = None
+    if world.rank == root:
+        src = tensor.cpu()
+        flat = torch.cat([_select(src, global_indices(shape, lay, grid, r)).reshape(-1)
+                          for r in range(world.size)])
+    local = world.scatterv(flat, counts, root, src_dtype).view(local_shape(shape, lay, grid))
+    return DArray(local.to(device=device(), dtype=t), shape, lay, grid)
+
+
+def from_numpy(array: np.ndarray | None, layout: Layout | None = None, *, grid=None,
+               root: int | None = None, dtype=None) -> DArray:
+    """Distribute a global numpy array (see ``from_torch`` for ``root``)."""
+    t = None
+    if array is not None:
+        array = np.asarray(array)
+        t = torch.from_numpy(np.ascontiguousarray(array))
+    return from_torch(t, layout, grid=grid, root=root, dtype=dtype)
+
+
+def from_local(local: torch.Tensor, shape: Sequence[int], layout: Layout, *, grid=None) -> DArray:
+    """Wrap pieces the ranks already hold (e.g. a ScaLAPACK local array).
+
+    Checked on every rank together: a wrong shape or device on any rank
+    raises the same error everywhere."""
+    grid = grid_or_default(grid)
+    shape = check_shape(shape)
+    lay = resolve_layout(layout, grid, len(shape))
+    expect = local_shape(shape, lay, grid)
+    problem = None
+    if not isinstance(local, torch.Tensor):
+        problem = f"rank {grid.rank}: local piece is a {type(local).__name__}, not a torch.Tensor"
+    elif tuple(local.shape) != expect:
+        problem = (f"rank {grid.rank}: local piece has shape {tuple(local.shape)}, "
+                   f"{lay} of {shape} needs {expect}")
+    elif local.device != device():
+        problem = (f"rank {grid.rank}: local piece is on {local.device} but this rank's "
+                   f"arrays live on {device()}")
+    grid.world.agree(problem)
+    return DArray(local, shape, lay, grid)

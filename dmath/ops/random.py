@@ -1,0 +1,101 @@
+"""Random arrays whose values depend only on (seed, global index).
+
+Each element is a counter-based hash (SplitMix64) of its global flat index
+and the stream key, so for a given seed the global array is identical
+whatever the layout, the grid and the number of ranks. ``seed(s)`` sets the
+session seed; each call without ``seed=`` takes the next stream.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..array import DArray, Layout
+from ._common import device, dtype_or_default
+from .creation import _make
+
+_MASK64 = (1 << 64) - 1
+_state = {"seed": 0, "stream": 0}
+
+
+def _signed(x: int) -> int:
+    x &= _MASK64
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _srl(z: torch.Tensor, k: int) -> torch.Tensor:
+    """Logical right shift of int64 (torch's >> is arithmetic)."""
+    return (z >> k) & ((1 << (64 - k)) - 1)
+
+
+def _splitmix(z: torch.Tensor) -> torch.Tensor:
+    z = z + _signed(0x9E3779B97F4A7C15)
+    z = (z ^ _srl(z, 30)) * _signed(0xBF58476D1CE4E5B9)
+    z = (z ^ _srl(z, 27)) * _signed(0x94D049BB133111EB)
+    return z ^ _srl(z, 31)
+
+
+def _mix_int(x: int) -> int:
+    return int(_splitmix(torch.tensor([_signed(x)], dtype=torch.int64))[0])
+
+
+def seed(s: int) -> None:
+    """Set the session seed and restart its streams (same on every rank)."""
+    _state["seed"], _state["stream"] = int(s), 0
+
+
+def _key(seed_: int | None) -> int:
+    if seed_ is None:
+        _state["stream"] += 1
+        return _mix_int(_mix_int(_state["seed"]) ^ _state["stream"])
+    return _mix_int(_mix_int(int(seed_)) ^ 0)
+
+
+def _flat_index(g: list[np.ndarray], shape: tuple) -> torch.Tensor:
+    idx = torch.zeros((), dtype=torch.int64)
+    stride = 1
+    for d in reversed(range(len(shape))):
+        view = [1] * len(shape)
+        view[d] = -1
+        idx = idx + torch.from_numpy(g[d]).view(view) * stride
+        stride *= shape[d]
+    return idx.to(device())
+
+
+def _uniform01(idx: torch.Tensor, key: int) -> torch.Tensor:
+    """float64 uniform in [0, 1) from index and key."""
+    h = _splitmix(idx ^ key)
+    return _srl(h, 11).to(torch.float64) * (2.0 ** -53)
+
+
+def uniform(shape, low: float = 0.0, high: float = 1.0, *, seed: int | None = None, dtype=None,
+            layout: Layout | None = None, grid=None) -> DArray:
+    """Uniform values in [low, high)."""
+    t, key = dtype_or_default(dtype), _key(seed)
+    _shape = tuple(shape) if not isinstance(shape, int) else (shape,)
+
+    def fill(g, ls):
+        u = _uniform01(_flat_index(g, _shape), key)
+        return (low + (high - low) * u).to(t).view(ls)
+    return _make(shape, layout, grid, fill)
+
+
+def normal(shape, mean: float = 0.0, std: float = 1.0, *, seed: int | None = None, dtype=None,
+           layout: Layout | None = None, grid=None) -> DArray:
+    """Normal values (Box-Muller on two hashed uniforms per element)."""
+    t, key = dtype_or_default(dtype), _key(seed)
+    _shape = tuple(shape) if not isinstance(shape, int) else (shape,)
+
+    def fill(g, ls):
+        idx = _flat_index(g, _shape) * 2
+        u1 = 1.0 - _uniform01(idx, key)          # (0, 1]
+        u2 = _uniform01(idx + 1, key)
+        z = torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2 * math.pi * u2)
+        return (mean + std * z).to(t).view(ls)
+    return _make(shape, layout, grid, fill)
+
+
+rand = uniform
+randn = normal

@@ -1,0 +1,8 @@
+"""Runtime layer: MPI start-up, devices, communication backends, process grids."""
+from .comm import STATS, Comm, CommStats
+from .context import (context, default_grid, device, finalize, init, is_initialized,
+                      set_default_grid, world)
+from .grid import Grid, most_square
+
+__all__ = ["STATS", "Comm", "CommStats", "Grid", "context", "default_grid", "device",
+           "finalize", "init", "is_initialized", "most_square", "set_default_grid", "world"]

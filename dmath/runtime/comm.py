@@ -1,0 +1,175 @@
+"""``Comm``: collectives over one group of ranks, on torch tensors of any shape.
+
+A Comm owns an MPI communicator (control messages, host data) and picks a
+transport for each tensor by its device: host MPI for CPU tensors, the
+group's device transport (NCCL, CUDA-aware MPI or staged) for CUDA tensors.
+It counts every collective it issues (kind, calls, bytes) in ``STATS`` so
+tests can assert the communication, not only the values.
+
+Reductions of dtypes a transport cannot reduce (bfloat16/float16 over MPI,
+which has no such types; bool) are done in float32 and cast back.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Sequence
+
+import torch
+
+from .mpi import MPI
+from .transport import HostMPI, Transport
+
+
+class CommStats:
+    """Per-process counters of collectives issued through ``Comm``."""
+
+    def __init__(self):
+        self.calls: Counter = Counter()
+        self.bytes_sent: Counter = Counter()
+        self.bytes_received: Counter = Counter()
+
+    def record(self, kind: str, sent: int, received: int) -> None:
+        self.calls[kind] += 1
+        self.bytes_sent[kind] += sent
+        self.bytes_received[kind] += received
+
+    def reset(self) -> None:
+        self.__init__()
+
+    def snapshot(self) -> dict:
+        return {"calls": dict(self.calls), "bytes_sent": dict(self.bytes_sent),
+                "bytes_received": dict(self.bytes_received)}
+
+    @property
+    def total_sent(self) -> int:
+        return sum(self.bytes_sent.values())
+
+
+STATS = CommStats()
+
+
+class Comm:
+    """Collectives over the ranks of ``mpi`` (an mpi4py communicator)."""
+
+    def __init__(self, mpi: "MPI.Comm", device_transport: Transport | None = None):
+        self.mpi = mpi
+        self.rank = mpi.Get_rank()
+        self.size = mpi.Get_size()
+        self.host = HostMPI(mpi)
+        self.device_transport = device_transport
+
+    def __repr__(self) -> str:
+        dev = self.device_transport.name if self.device_transport else "none"
+        return f"Comm(rank={self.rank}, size={self.size}, device_transport={dev})"
+
+    # -- control plane: Python objects -------------------------------------
+    def allgather_obj(self, obj: Any) -> list:
+        return self.mpi.allgather(obj)
+
+    def bcast_obj(self, obj: Any, root: int = 0) -> Any:
+        return self.mpi.bcast(obj, root=root)
+
+    def barrier(self) -> None:
+        self.mpi.Barrier()
+
+    def agree(self, problem: str | None, exc: type = ValueError) -> None:
+        """Raise ``exc`` on every rank if any rank reports a ``problem``.
+
+        For checks whose outcome may differ between ranks (local data), so all
+        ranks fail at the same point instead of some hanging in a collective."""
+        problems = self.allgather_obj(problem)
+        bad = [(r, p) for r, p in enumerate(problems) if p is not None]
+        if bad:
+            r, p = bad[0]
+            raise exc(p if all(q == p for _, q in bad) else f"rank {r}: {p}")
+
+    # -- data plane: tensors -------------------------------------------------
+    def _transport(self, t: torch.Tensor) -> Transport:
+        if t.device.type == "cpu":
+            return self.host
+        if self.device_transport is None:
+            raise RuntimeError(f"no transport for {t.device} tensors on {self!r}")
+        return self.device_transport
+
+    @staticmethod
+    def _flat(t: torch.Tensor) -> torch.Tensor:
+        return t.contiguous().view(-1)
+
+    def allreduce(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """Elementwise reduction of ``t`` over the group; same shape as ``t``."""
+        STATS.record("allreduce", t.numel() * t.element_size(), t.numel() * t.element_size())
+        if self.size == 1:
+            return t.clone()
+        tr = self._transport(t)
+        if not tr.can_reduce(t.dtype):
+            return self.allreduce(t.to(torch.float32), op).to(t.dtype)
+        return tr.allreduce(self._flat(t), op).view(t.shape)
+
+    def allgatherv(self, t: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+        """Concatenate every rank's flat ``t`` (``counts[i]`` elements from rank i)."""
+        nbytes = t.element_size()
+        STATS.record("allgather", t.numel() * nbytes * (self.size - 1),
+                     (sum(counts) - t.numel()) * nbytes)
+        if self.size == 1:
+            return self._flat(t).clone()
+        return self._transport(t).allgatherv(self._flat(t), counts)
+
+    def alltoallv(self, t: torch.Tensor, send_counts: Sequence[int],
+                  recv_counts: Sequence[int]) -> torch.Tensor:
+        """Rank i sends ``send_counts[j]`` consecutive elements of ``t`` to rank j."""
+        nbytes = t.element_size()
+        STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * nbytes,
+                     (sum(recv_counts) - recv_counts[self.rank]) * nbytes)
+        if self.size == 1:
+            return self._flat(t).clone()
+        return self._transport(t).alltoallv(self._flat(t), send_counts, recv_counts)
+
+    def reduce_scatterv(self, t: torch.Tensor, counts: Sequence[int], op: str = "sum") -> torch.Tensor:
+        """Reduce flat ``t`` over the group; rank i keeps the i-th chunk of ``counts``."""
+        nbytes = t.element_size()
+        STATS.record("reduce_scatter", (t.numel() - counts[self.rank]) * nbytes,
+                     (t.numel() - counts[self.rank]) * nbytes)
+        if self.size == 1:
+            return self._flat(t).clone()
+        tr = self._transport(t)
+        if not tr.can_reduce(t.dtype):
+            return self.reduce_scatterv(t.to(torch.float32), counts, op).to(t.dtype)
+        return tr.reduce_scatterv(self._flat(t), counts, op)
+
+    def bcast(self, t: torch.Tensor, root: int = 0) -> torch.Tensor:
+        """Broadcast ``t`` (contiguous) from ``root`` in place; returns ``t``."""
+        nbytes = t.numel() * t.element_size()
+        STATS.record("bcast", nbytes * (self.size - 1) if self.rank == root else 0,
+                     0 if self.rank == root else nbytes)
+        if self.size == 1:
+            return t
+        assert t.is_contiguous()
+        self._transport(t).bcast(t.view(-1), root)
+        return t
+
+    def gatherv(self, t: torch.Tensor, counts: Sequence[int], root: int = 0) -> torch.Tensor | None:
+        """Concatenation of every rank's flat ``t`` on ``root``; None elsewhere."""
+        nbytes = t.element_size()
+        STATS.record("gather", 0 if self.rank == root else t.numel() * nbytes,
+                     (sum(counts) - t.numel()) * nbytes if self.rank == root else 0)
+        if self.size == 1:
+            return self._flat(t).clone()
+        return self._transport(t).gatherv(self._flat(t), counts, root)
+
+    def scatterv(self, t: torch.Tensor | None, counts: Sequence[int], root: int,
+                 dtype: torch.dtype) -> torch.Tensor:
+        """Host scatter: rank i receives ``counts[i]`` elements of ``root``'s flat ``t``."""
+        nbytes = torch.empty(0, dtype=dtype).element_size()
+        STATS.record("scatter", (sum(counts) - counts[root]) * nbytes if self.rank == root else 0,
+                     0 if self.rank == root else counts[self.rank] * nbytes)
+        out = torch.empty(counts[self.rank], dtype=dtype)
+        if self.size == 1:
+            out.copy_(t.reshape(-1))
+            return out
+        self.host.scatterv(None if t is None else t.contiguous().view(-1), counts, root, out)
+        return out
+
+    def split(self, color: int, key: int, device_transport_factory=None) -> "Comm":
+        sub = self.mpi.Split(color, key)
+        tr = device_transport_factory(sub) if device_transport_factory else None
+        return Comm(sub, tr)

@@ -1,0 +1,247 @@
+"""Transports: how flat, contiguous torch tensors travel between ranks.
+
+One small interface (``Transport``) with four implementations:
+
+==============  ===========================================================
+HostMPI         CPU tensors through mpi4py, zero-copy (numpy views).
+CudaAwareMPI    CUDA tensors handed to a CUDA-aware MPI directly.
+StagedMPI       CUDA tensors copied through reused pinned host buffers and
+                sent by host MPI (ranks sharing a GPU, MPI not CUDA-aware).
+NCCL            CUDA tensors through torch.distributed's NCCL process group
+                (one GPU per rank), bootstrapped from MPI.
+==============  ===========================================================
+
+Every method takes and returns 1-D contiguous tensors. Reductions are only
+asked of dtypes the transport can reduce; ``Comm`` upcasts the others.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .mpi import MPI
+
+_MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN", "prod": "PROD"}
+
+# Types that travel as raw bytes of the same width when MPI has no type for them.
+_MOVE_AS = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.bool: torch.uint8}
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    """Zero-copy numpy view of a contiguous CPU tensor (half types as int16)."""
+    return t.view(_MOVE_AS.get(t.dtype, t.dtype)).numpy()
+
+
+def _displs(counts: Sequence[int]) -> list[int]:
+    return np.concatenate([[0], np.cumsum(counts[:-1])]).astype(int).tolist() if counts else []
+
+
+class Transport:
+    """Collectives on flat tensors over one group of ranks."""
+
+    name = "abstract"
+
+    def allreduce(self, t: torch.Tensor, op: str) -> torch.Tensor:
+        raise NotImplementedError
+
+    def allgatherv(self, t: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def alltoallv(self, t: torch.Tensor, send_counts: Sequence[int],
+                  recv_counts: Sequence[int]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def reduce_scatterv(self, t: torch.Tensor, counts: Sequence[int], op: str) -> torch.Tensor:
+        raise NotImplementedError
+
+    def bcast(self, t: torch.Tensor, root: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def gatherv(self, t: torch.Tensor, counts: Sequence[int], root: int) -> torch.Tensor | None:
+        raise NotImplementedError
+
+    def can_reduce(self, dtype: torch.dtype) -> bool:
+        return dtype not in _MOVE_AS
+
+
+class HostMPI(Transport):
+    """mpi4py on host memory; buffers are numpy views of the tensors (no copy)."""
+
+    name = "mpi"
+
+    def __init__(self, comm: "MPI.Comm"):
+        self.mpi = comm
+
+    def _buf(self, t: torch.Tensor):
+        return _np(t)
+
+    def _empty(self, n: int, like: torch.Tensor) -> torch.Tensor:
+        return torch.empty(n, dtype=like.dtype, device=like.device)
+
+    def allreduce(self, t, op):
+        out = self._empty(t.numel(), t)
+        self.mpi.Allreduce(self._buf(t), self._buf(out), op=getattr(MPI, _MPI_OPS[op]))
+        return out
+
+    def allgatherv(self, t, counts):
+        out = self._empty(sum(counts), t)
+        self.mpi.Allgatherv(self._buf(t), [self._buf(out), (list(counts), _displs(counts))])
+        return out
+
+    def alltoallv(self, t, send_counts, recv_counts):
+        out = self._empty(sum(recv_counts), t)
+        self.mpi.Alltoallv([self._buf(t), (list(send_counts), _displs(send_counts))],
+                           [self._buf(out), (list(recv_counts), _displs(recv_counts))])
+        return out
+
+    def reduce_scatterv(self, t, counts, op):
+        out = self._empty(counts[self.mpi.Get_rank()], t)
+        self.mpi.Reduce_scatter(self._buf(t), self._buf(out), list(counts),
+                                op=getattr(MPI, _MPI_OPS[op]))
+        return out
+
+    def bcast(self, t, root):
+        self.mpi.Bcast(self._buf(t), root=root)
+        return t
+
+    def scatterv(self, t, counts, root, out):
+        send = [self._buf(t), (list(counts), _displs(counts))] if self.mpi.Get_rank() == root else None
+        self.mpi.Scatterv(send, self._buf(out), root=root)
+        return out
+
+    def gatherv(self, t, counts, root):
+        if self.mpi.Get_rank() == root:
+            out = self._empty(sum(counts), t)
+            self.mpi.Gatherv(self._buf(t), [self._buf(out), (list(counts), _displs(counts))], root=root)
+            return out
+        self.mpi.Gatherv(self._buf(t), None, root=root)
+        return None
+
+
+class CudaAwareMPI(HostMPI):
+    """CUDA tensors passed straight to an MPI that reads device memory."""
+
+    name = "cuda-aware-mpi"
+
+    def _buf(self, t: torch.Tensor):
+        return t.view(_MOVE_AS.get(t.dtype, t.dtype))
+
+    def allreduce(self, t, op):
+        torch.cuda.current_stream().synchronize()
+        return super().allreduce(t, op)
+
+
+class PinnedPool:
+    """Reused page-locked host buffers, one per (dtype, slot), grown on demand."""
+
+    def __init__(self):
+        self._bufs: dict[tuple[torch.dtype, int], torch.Tensor] = {}
+        self.reserved_bytes = 0
+
+    def get(self, n: int, dtype: torch.dtype, slot: int = 0) -> torch.Tensor:
+        key = (dtype, slot)
+        buf = self._bufs.get(key)
+        if buf is None or buf.numel() < n:
+            cap = max(n, 1024, 0 if buf is None else 2 * buf.numel())
+            if buf is not None:
+                self.reserved_bytes -= buf.numel() * buf.element_size()
+            buf = torch.empty(cap, dtype=dtype, pin_memory=torch.cuda.is_available())
+            self.reserved_bytes += buf.numel() * buf.element_size()
+            self._bufs[key] = buf
+        return buf[:n]
+
+
+PINNED = PinnedPool()
+
+
+class StagedMPI(Transport):
+    """CUDA tensors staged through reused pinned host buffers, then host MPI."""
+
+    name = "staged-mpi"
+
+    def __init__(self, comm: "MPI.Comm"):
+        self.host = HostMPI(comm)
+        self.mpi = comm
+
+    def _down(self, t: torch.Tensor, slot: int = 0) -> torch.Tensor:
+        h = PINNED.get(t.numel(), t.dtype, slot)
+        h.copy_(t)  # synchronous: device -> pinned host
+        return h
+
+    def _up(self, h: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+        return None if h is None else h.to(device)
+
+    def allreduce(self, t, op):
+        return self._up(self.host.allreduce(self._down(t), op), t.device)
+
+    def allgatherv(self, t, counts):
+        return self._up(self.host.allgatherv(self._down(t), counts), t.device)
+
+    def alltoallv(self, t, send_counts, recv_counts):
+        return self._up(self.host.alltoallv(self._down(t), send_counts, recv_counts), t.device)
+
+    def reduce_scatterv(self, t, counts, op):
+        return self._up(self.host.reduce_scatterv(self._down(t), counts, op), t.device)
+
+    def bcast(self, t, root):
+        t.copy_(self.host.bcast(self._down(t), root))
+        return t
+
+    def gatherv(self, t, counts, root):
+        return self._up(self.host.gatherv(self._down(t), counts, root), t.device)
+
+
+class NCCL(Transport):
+    """torch.distributed NCCL process group over the ranks of one MPI group."""
+
+    name = "nccl"
+
+    def __init__(self, comm: "MPI.Comm", group):
+        import torch.distributed as dist
+        self.dist = dist
+        self.mpi = comm
+        self.group = group
+        self.size = comm.Get_size()
+
+    def can_reduce(self, dtype):
+        return dtype != torch.bool
+
+    def _op(self, op):
+        d = self.dist.ReduceOp
+        return {"sum": d.SUM, "max": d.MAX, "min": d.MIN, "prod": d.PRODUCT}[op]
+
+    def allreduce(self, t, op):
+        out = t.clone()
+        self.dist.all_reduce(out, op=self._op(op), group=self.group)
+        return out
+
+    def allgatherv(self, t, counts):
+        m = max(counts) if counts else 0
+        padded = torch.zeros(m * self.size, dtype=t.dtype, device=t.device)
+        mine = torch.zeros(m, dtype=t.dtype, device=t.device)
+        mine[: t.numel()] = t
+        self.dist.all_gather_into_tensor(padded, mine, group=self.group)
+        return torch.cat([padded[i * m: i * m + c] for i, c in enumerate(counts)])
+
+    def alltoallv(self, t, send_counts, recv_counts):
+        out = torch.empty(sum(recv_counts), dtype=t.dtype, device=t.device)
+        self.dist.all_to_all_single(out, t, output_split_sizes=list(recv_counts),
+                                    input_split_sizes=list(send_counts), group=self.group)
+        return out
+
+    def reduce_scatterv(self, t, counts, op):
+        full = self.allreduce(t, op)
+        r = self.mpi.Get_rank()
+        start = sum(counts[:r])
+        return full[start: start + counts[r]].clone()
+
+    def bcast(self, t, root):
+        src = self.dist.get_global_rank(self.group, root) if self.group is not None else root
+        self.dist.broadcast(t, src=src, group=self.group)
+        return t
+
+    def gatherv(self, t, counts, root):
+        out = self.allgatherv(t, counts)
+        return out if self.mpi.Get_rank() == root else None
