@@ -15,6 +15,7 @@ all-reduce; the others reduce the partial sums first.
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 import torch
@@ -29,7 +30,7 @@ def _check_axis(a: DArray, axis: int | None) -> int | None:
         raise TypeError(f"expected a DArray, got {type(a).__name__}")
     if axis is None:
         return None
-    if not -a.ndim <= axis < max(a.ndim, 1):
+    if not -a.ndim <= axis < builtins.max(a.ndim, 1):
         raise ValueError(f"axis {axis} is out of range for an array of shape {a.shape}")
     return axis % a.ndim
 

@@ -27,6 +27,16 @@ def most_square(p: int, ndim: int = 2) -> tuple[int, ...]:
     return tuple(sorted((r,) + rest))
 
 
+class _NoComm:
+    """Stands in for a world communicator in a virtual grid; refuses to communicate."""
+
+    def __init__(self, size: int, rank: int):
+        self.size, self.rank, self.mpi = size, rank, None
+
+    def split(self, *args, **kwargs):
+        raise RuntimeError("a virtual grid (Grid.virtual) has no communicators")
+
+
 class Grid:
     """An N-D process grid over the ranks of ``comm``.
 
@@ -56,6 +66,13 @@ class Grid:
         self.shape = shape
         self.names = names
         self._comms: dict[tuple[str, ...], Comm] = {}
+
+    @classmethod
+    def virtual(cls, shape: Sequence[int], names: Sequence[str] | None = None,
+                rank: int = 0) -> "Grid":
+        """A grid of ``shape`` seen from ``rank`` with no communicator: for
+        planning, cost models and pictures of layouts (no MPI needed)."""
+        return cls(shape, names, comm=_NoComm(math.prod(shape), rank))
 
     # -- identity ------------------------------------------------------------
     @property
