@@ -31,6 +31,14 @@ ALL = "*"
 AxisRef = Union[int, str]
 
 
+def _check_block(block) -> None:
+    if block is not None:
+        if isinstance(block, bool) or not isinstance(block, int):
+            raise TypeError(f"block size must be an int or None, not {block!r}")
+        if block < 1:
+            raise ValueError(f"block size must be >= 1, got {block}")
+
+
 @dataclass(frozen=True)
 class Dim:
     """One array dimension: the grid axes it is sharded over and its block size."""
@@ -43,11 +51,7 @@ class Dim:
         if isinstance(axes, (str, int)):
             axes = (axes,)
         object.__setattr__(self, "axes", tuple(axes))
-        if self.block is not None:
-            if isinstance(self.block, bool) or not isinstance(self.block, int):
-                raise TypeError(f"block size must be an int or None, not {self.block!r}")
-            if self.block < 1:
-                raise ValueError(f"block size must be >= 1, got {self.block}")
+        _check_block(self.block)
         if not self.axes and self.block is not None:
             object.__setattr__(self, "block", None)
 
@@ -82,6 +86,7 @@ class Layout:
     __slots__ = ("dims", "partial", "_hash")
 
     def __init__(self, *dims, partial: Iterable[AxisRef] = (), block: int | None = None):
+        _check_block(block)  # also when no dim is sharded
         object.__setattr__(self, "dims", tuple(_as_dim(d, block) for d in dims))
         partial = (partial,) if isinstance(partial, (str, int)) else tuple(partial)
         object.__setattr__(self, "partial", partial)
