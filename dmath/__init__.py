@@ -19,6 +19,8 @@ from .ops.elementwise import (abs, add, ceil, cos, divide, equal, exp, floor, gr
                               not_equal, power, sigmoid, sign, sin, sqrt, square, subtract, tanh)
 from .runtime import STATS as comm_stats
 from .runtime import Grid, context, default_grid, finalize, init, is_initialized, set_default_grid
+from . import linalg
+from .linalg import gemm, matmul
 
 __version__ = "0.1.0"
 
@@ -33,3 +35,4 @@ __all__ = [
     "row_block", "set_default_grid", "sigmoid", "sign", "sin", "sqrt", "square", "subtract",
     "sum", "tanh", "where", "zeros", "zeros_like",
 ]
+__all__ += ["gemm", "linalg", "matmul"]

@@ -1,0 +1,29 @@
+"""Small local helpers shared by the GEMM algorithms."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..array import DArray, Dim, Layout, global_indices
+
+
+def pick(t: torch.Tensor, dim: int, idx: np.ndarray) -> torch.Tensor:
+    """``t`` restricted to positions ``idx`` along ``dim``: a view for a contiguous run."""
+    if len(idx) == t.shape[dim] and (len(idx) == 0 or (idx[0] == 0 and idx[-1] == len(idx) - 1)):
+        return t
+    if len(idx) and idx[-1] - idx[0] + 1 == len(idx) and np.all(np.diff(idx) == 1):
+        return t.narrow(dim, int(idx[0]), len(idx))
+    return t.index_select(dim, torch.from_numpy(np.ascontiguousarray(idx)).to(t.device))
+
+
+def inner_indices(x: DArray, dim: int) -> np.ndarray:
+    """Global indices of ``x``'s local piece along ``dim``."""
+    return global_indices(x.shape, x.layout, x.grid)[dim]
+
+
+def with_partial(d0: Dim, d1: Dim, *partials) -> Layout:
+    """Layout(d0, d1) whose value is the sum over the union of ``partials`` axes."""
+    axes: list = []
+    for group in partials:
+        axes += [a for a in group if a not in axes]
+    return Layout(d0, d1, partial=tuple(axes))

@@ -1,0 +1,167 @@
+"""The local GEMM every algorithm calls: ``C := alpha * a @ b + beta * C`` on one rank.
+
+Two kernels:
+
+=======  ===============================================================
+torch    ``torch.matmul`` / ``addmm_`` (cuBLAS on GPUs; MKL or OpenBLAS,
+         whichever torch was built with, on CPUs).
+blas     the OpenBLAS that numpy/scipy ship, called through
+         ``scipy.linalg.blas`` on zero-copy numpy views (CPU float32 and
+         float64 only).
+=======  ===============================================================
+
+Which one runs on a CPU is decided by the measured flop rates in the tune
+profile (``dmath tune``): torch's CPU wheels link MKL, which on some non-Intel
+CPUs runs a narrower code path than OpenBLAS. Without a profile, torch.
+``DMATH_CPU_GEMM=torch|blas`` or ``set_local_kernel`` force one.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+import torch
+
+from . import profile
+from .precision import HALF, tf32_enabled
+
+KERNELS = ("torch", "blas")
+_FORCED: list = [os.environ.get("DMATH_CPU_GEMM") or None]
+_BLAS_THREADS: list = [None]
+
+
+def set_local_kernel(name: str | None) -> None:
+    """Force the CPU GEMM kernel (``"torch"``, ``"blas"``) or let the profile pick (None)."""
+    if name is not None and name not in KERNELS:
+        raise ValueError(f"local GEMM kernel must be one of {KERNELS} or None, not {name!r}")
+    if name == "blas" and not blas_available():
+        raise RuntimeError("the 'blas' kernel needs scipy (pip install scipy)")
+    _FORCED[0] = name
+
+
+def blas_available() -> bool:
+    try:
+        import scipy.linalg.blas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def kernel_for(device: torch.device, dtype: torch.dtype) -> str:
+    """Name of the kernel a GEMM of ``dtype`` on ``device`` runs."""
+    if device.type != "cpu" or dtype not in (torch.float32, torch.float64):
+        return "torch"
+    if _FORCED[0] is not None:
+        return _FORCED[0]
+    prof, measured = profile.load(device)
+    if not measured:
+        return "torch"
+    rates = prof["gamma"].get(str(dtype).removeprefix("torch."), {})
+    best = max(rates, key=rates.get, default="torch")
+    return best if best != "blas" or blas_available() else "torch"
+
+
+# -- torch ---------------------------------------------------------------------------
+@contextlib.contextmanager
+def _cuda_fp32_precision(want: str):
+    m = torch.backends.cuda.matmul
+    prev = m.fp32_precision
+    if prev == want or (prev == "none" and want == "ieee"):
+        yield
+        return
+    m.fp32_precision = want
+    try:
+        yield
+    finally:
+        m.fp32_precision = prev
+
+
+def _mixed_mm(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """a @ b of half inputs with a wider result: fp32 accumulation, no rounding to half."""
+    if a.is_cuda:
+        try:
+            return torch.mm(a, b, out_dtype=dtype)
+        except (RuntimeError, TypeError):
+            pass
+    return torch.matmul(a.to(dtype), b.to(dtype))
+
+
+def _torch_gemm(a, b, out, alpha, beta, dtype):
+    if out is None:
+        r = torch.matmul(a, b) if a.dtype == dtype else _mixed_mm(a, b, dtype)
+        return r if alpha == 1 else r.mul_(alpha)
+    if a.dtype == out.dtype:
+        return out.addmm_(a, b, beta=beta, alpha=alpha)
+    r = _mixed_mm(a, b, out.dtype)
+    if beta == 0:
+        return out.copy_(r if alpha == 1 else r.mul_(alpha))
+    if beta != 1:
+        out.mul_(beta)
+    return out.add_(r, alpha=alpha)
+
+
+# -- blas ----------------------------------------------------------------------------
+def _limit_blas_threads() -> None:
+    n = torch.get_num_threads()
+    if _BLAS_THREADS[0] == n:
+        return
+    _BLAS_THREADS[0] = n
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return  # OpenBLAS then follows OPENBLAS_NUM_THREADS / OMP_NUM_THREADS
+    threadpool_limits(n, user_api="blas")
+
+
+def _fortran(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """(Fortran-ordered array, trans flag) with op(array) == x, without a copy if we can."""
+    if x.flags.f_contiguous:
+        return x, 0
+    if x.flags.c_contiguous:
+        return x.T, 1
+    return np.asfortranarray(x), 0
+
+
+def _blas_gemm(a, b, out, alpha, beta):
+    from scipy.linalg import blas
+    _limit_blas_threads()
+    if out is None:
+        out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+        beta = 0.0
+    if 0 in a.shape or 0 in b.shape:
+        return out.zero_() if beta == 0 else out.mul_(beta)
+    f = blas.sgemm if a.dtype == torch.float32 else blas.dgemm
+    A, B, C = a.numpy(), b.numpy(), out.numpy()
+    if C.flags.f_contiguous:
+        target, x, y = C, A, B                    # C   = A @ B
+    elif C.flags.c_contiguous:
+        target, x, y = C.T, B.T, A.T              # C^T = B^T @ A^T
+    else:
+        tmp = torch.empty(out.shape, dtype=out.dtype)
+        if beta != 0:
+            tmp.copy_(out)
+        return out.copy_(_blas_gemm(a, b, tmp, alpha, beta))
+    X, tx = _fortran(x)
+    Y, ty = _fortran(y)
+    r = f(alpha, X, Y, beta, target, trans_a=tx, trans_b=ty, overwrite_c=1)
+    if not np.shares_memory(r, target):
+        target[...] = r
+    return out
+
+
+# -- entry -----------------------------------------------------------------------------
+def local_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *,
+               alpha: float = 1.0, beta: float = 0.0,
+               dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``alpha * a @ b`` (new tensor of ``dtype``), or ``out := alpha * a @ b + beta * out``.
+
+    a: (m, k), b: (k, n), any strides; half inputs with a float32 ``out`` or
+    ``dtype`` accumulate in float32 (mixed precision)."""
+    dtype = (out.dtype if out is not None else a.dtype) if dtype is None else dtype
+    if a.dtype == dtype and a.device.type == "cpu" and kernel_for(a.device, dtype) == "blas":
+        return _blas_gemm(a, b, out, alpha, beta)
+    if a.is_cuda and torch.float32 in (a.dtype, dtype) and a.dtype not in HALF:
+        with _cuda_fp32_precision("tf32" if tf32_enabled() else "ieee"):
+            return _torch_gemm(a, b, out, alpha, beta, dtype)
+    return _torch_gemm(a, b, out, alpha, beta, dtype)

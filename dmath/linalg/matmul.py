@@ -1,0 +1,247 @@
+"""Public GEMM functions and the dispatcher that picks an algorithm.
+
+    C = dmath.matmul(A, B)                      # or A @ B; any input layouts
+    C = dmath.matmul(A, B, out_layout=dmath.row_block(), algorithm="summa")
+    dmath.gemm(alpha, A, B, beta, C, trans_a=True)   # C := alpha op(A) op(B) + beta C
+    print(dmath.linalg.explain(A, B))           # every candidate's predicted cost
+
+Algorithms (``algorithm=``):
+
+=============  =========================================================
+replicate_a    all-gather A, B stays (``replicate``: the smaller one)
+replicate_b    all-gather B, A stays
+stationary_a   A stays, B moves only what A's inner shards need, the
+               summands are reduced (``stationary``: the larger stays)
+stationary_b   the same with B staying
+summa          2-D SUMMA, pipelined panel broadcasts
+summa25d       2.5-D SUMMA on a c x q x q view (p = q*q*c, c >= 2)
+auto           the least predicted time among those that fit in memory
+=============  =========================================================
+
+The default output layout is ``Layout(A's row dim, B's column dim)`` (the
+column dim replicated when both use the same grid axes); a 1-D operand is a
+vector (matrix-vector, vector-matrix products).
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..array import OPERATORS, DArray, Dim, Layout
+from . import cost, replicate, stationary, summa, summa25d
+from .precision import acc_dtype, input_dtype, result_dtype
+
+VARIANTS = {"replicate_a": replicate, "replicate_b": replicate, "stationary_a": stationary,
+            "stationary_b": stationary, "summa": summa, "summa25d": summa25d}
+ALGORITHMS = tuple(VARIANTS) + ("replicate", "stationary", "auto")
+
+
+def _pick_alias(name: str, prob: cost.Problem) -> str:
+    a, b = prob.m * prob.k, prob.k * prob.n
+    if name == "replicate":
+        return "replicate_a" if a < b else "replicate_b"
+    if name == "stationary":
+        return "stationary_a" if a >= b else "stationary_b"
+    return name
+
+
+def _estimate(name: str, prob: cost.Problem, mach: cost.Machine) -> cost.Estimate | None:
+    return VARIANTS[name].estimate(prob, mach, name)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The dispatcher's decision: every candidate's estimate and the choice."""
+
+    problem: cost.Problem
+    machine: cost.Machine
+    candidates: tuple
+    choice: cost.Estimate
+    reason: str
+
+    def __str__(self) -> str:
+        p, mach = self.problem, self.machine
+        dt = str(p.in_dtype).removeprefix("torch.")
+        lines = [f"GEMM  C({p.m}x{p.n}, {str(p.out_dtype).removeprefix('torch.')}) {p.out_layout} := "
+                 f"A({p.m}x{p.k}, {dt}) {p.la} @ B({p.k}x{p.n}, {dt}) {p.lb}  on {p.grid!r}",
+                 f"machine: alpha {mach.alpha * 1e6:.2f} us, beta {mach.beta * 1e9:.3f} ns/B, "
+                 f"gamma[{dt}] {mach.flops(p.in_dtype) / 1e9:.1f} GF/s per rank, "
+                 f"overlap {mach.overlap:.1f}"
+                 + ("" if mach.measured else "  (defaults: run `dmath tune` to measure)"),
+                 f"  {'algorithm':<13} {'predicted':>13} {'sent (all ranks)':>16} "
+                 f"{'memory/rank':>15} {'flops/rank':>12}"]
+        for c in self.candidates:
+            lines.append(("* " if c is self.choice else "  ") + c.row())
+        lines.append(f"choice: {self.choice.algorithm} ({self.reason})")
+        lines += ["  " + s for s in self.choice.steps]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+@lru_cache(maxsize=512)
+def _plan(prob: cost.Problem, algorithm: str, mach: cost.Machine) -> Plan:
+    cands = tuple(e for e in (_estimate(n, prob, mach) for n in VARIANTS) if e is not None)
+    if algorithm == "auto":
+        fitting = [c for c in cands if c.fits] or list(cands)
+        choice = min(fitting, key=lambda c: c.time)
+        return Plan(prob, mach, cands, choice, "auto: least predicted time"
+                    + ("" if len(fitting) == len(cands) else " among those that fit"))
+    name = _pick_alias(algorithm, prob)
+    choice = next((c for c in cands if c.algorithm == name), None)
+    if choice is None:
+        why = getattr(VARIANTS[name], "applicable", lambda p: None)(prob) or \
+            f"needs p = q*q*c with c >= 2 (p = {prob.grid.size})"
+        raise ValueError(f"algorithm {name!r} cannot run here: {why}")
+    return Plan(prob, mach, cands, choice, f"asked for {algorithm!r}")
+
+
+# -- operands ------------------------------------------------------------------------
+def _check_algorithm(algorithm: str) -> None:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm {algorithm!r} is not one of {ALGORITHMS}")
+
+
+def _as_matrix(x, side: str, name: str) -> tuple[DArray, bool]:
+    """``x`` as a 2-D DArray (a vector becomes a row or column, as a view)."""
+    if not isinstance(x, DArray):
+        raise TypeError(f"matmul: {name} must be a DArray, got {type(x).__name__} "
+                        "(wrap host data with dmath.from_numpy / from_torch; scale with *)")
+    if x.ndim == 2:
+        return x, False
+    if x.ndim != 1:
+        raise ValueError(f"matmul: {name} has shape {x.shape}; only matrices and vectors "
+                         "are supported")
+    if side == "left":   # x (k,) -> (1, k)
+        return DArray(x.local.unsqueeze(0), (1,) + x.shape,
+                      Layout(Dim(), x.layout.dims[0], partial=x.layout.partial), x.grid), True
+    return DArray(x.local.unsqueeze(1), x.shape + (1,),
+                  Layout(x.layout.dims[0], Dim(), partial=x.layout.partial), x.grid), True
+
+
+def default_out_layout(la: Layout, lb: Layout) -> Layout:
+    """Layout(A's row dim, B's column dim); the column dim replicated on an axis clash."""
+    d0, d1 = la.dims[0], lb.dims[1]
+    if set(d0.axes) & set(d1.axes):
+        d1 = Dim()
+    return Layout(d0, d1)
+
+
+def _out_layout_2d(out_layout, grid, vec_a: bool, vec_b: bool, la, lb) -> Layout:
+    if out_layout is None:
+        lay = default_out_layout(la, lb)
+        if vec_a:
+            lay = Layout(Dim(), lay.dims[1])
+        if vec_b:
+            lay = Layout(lay.dims[0], Dim())
+        return lay.resolve(grid, 2)
+    if not isinstance(out_layout, Layout):
+        raise TypeError(f"out_layout must be a dmath.Layout, got {type(out_layout).__name__}")
+    if vec_a or vec_b:
+        lay = out_layout.resolve(grid, 1 if (vec_a != vec_b) else 0)
+        d = lay.dims[0] if lay.dims else Dim()
+        dims = (Dim(), Dim()) if vec_a and vec_b else ((Dim(), d) if vec_a else (d, Dim()))
+        return Layout(*dims, partial=lay.partial)
+    return out_layout.resolve(grid, 2)
+
+
+def problem(A, B, out_layout=None, out_dtype=None) -> tuple[cost.Problem, DArray, DArray, tuple]:
+    """Checked operands as matrices, the Problem, and how to shape the result."""
+    A2, va = _as_matrix(A, "left", "A")
+    B2, vb = _as_matrix(B, "right", "B")
+    if A2.grid != B2.grid:
+        raise ValueError(f"matmul: A is on {A2.grid!r} but B is on {B2.grid!r}; "
+                         "redistribute one onto the other's grid first")
+    if A2.shape[1] != B2.shape[0]:
+        raise ValueError(f"matmul: inner dimensions differ: A is {A.shape}, B is {B.shape}")
+    out = result_dtype(A2.dtype, B2.dtype, out_dtype)
+    ind = input_dtype(A2.dtype, B2.dtype, out)
+    A2, B2 = A2.astype(ind), B2.astype(ind)
+    lay = _out_layout_2d(out_layout, A2.grid, va, vb, A2.layout, B2.layout)
+    prob = cost.Problem(A2.shape[0], A2.shape[1], B2.shape[1], A2.layout, B2.layout, A2.grid,
+                        ind, out, acc_dtype(out), lay)
+    return prob, A2, B2, (va, vb)
+
+
+def _finish_vector(C: DArray, va: bool, vb: bool) -> DArray:
+    if not (va or vb):
+        return C
+    keep = [d for d, v in ((0, va), (1, vb)) if not v]
+    local = C.local.reshape([C.local.shape[d] for d in keep])
+    return DArray(local, [C.shape[d] for d in keep],
+                  Layout(*[C.layout.dims[d] for d in keep], partial=C.layout.partial), C.grid)
+
+
+# -- public ----------------------------------------------------------------------------
+def explain(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: str = "auto",
+            out_dtype=None) -> Plan:
+    """The plan ``matmul(A, B, ...)`` would run: each candidate's predicted time,
+    bytes and memory, and the choice (print it)."""
+    _check_algorithm(algorithm)
+    prob, _, _, _ = problem(A, B, out_layout, out_dtype)
+    return _plan(prob, algorithm, cost.machine(A.device))
+
+
+def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: str = "auto",
+           out_dtype=None) -> DArray:
+    """C = A @ B for matrices (m x k, k x n) and vectors, any input layouts.
+
+    ``out_layout``: C's layout (default ``default_out_layout``); ``algorithm``:
+    one of ``ALGORITHMS``; ``out_dtype``: e.g. float32 for half inputs
+    (mixed precision: float32 accumulation and result)."""
+    _check_algorithm(algorithm)
+    prob, A2, B2, (va, vb) = problem(A, B, out_layout, out_dtype)
+    plan = _plan(prob, algorithm, cost.machine(A2.device))
+    name = plan.choice.algorithm
+    kwargs = plan.choice.params.get("c") and {"c": plan.choice.params["c"]} or {}
+    C = VARIANTS[name].run(A2, B2, prob, name, **kwargs)
+    if not C.layout.partial:
+        C = C.astype(prob.out_dtype)
+    C = C.redistribute(prob.out_layout, prob.grid).astype(prob.out_dtype)
+    return _finish_vector(C, va, vb)
+
+
+def gemm(alpha: float, A: DArray, B: DArray, beta: float, C: DArray, trans_a: bool = False,
+         trans_b: bool = False, algorithm: str = "auto") -> DArray:
+    """BLAS GEMM in place: C := alpha op(A) op(B) + beta C; returns C.
+
+    op(X) is X or X.T (a layout swap, no traffic). Everything is checked
+    before C is touched; C keeps its layout and dtype (bumps its version)."""
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(v, numbers.Number) or isinstance(v, bool) or isinstance(v, complex):
+            raise TypeError(f"gemm: {name} must be a real number, got {v!r}")
+    if not isinstance(C, DArray) or C.ndim != 2:
+        raise TypeError(f"gemm: C must be a 2-D DArray, got "
+                        f"{C.shape if isinstance(C, DArray) else type(C).__name__}")
+    for name, x in (("A", A), ("B", B)):
+        if not isinstance(x, DArray) or x.ndim != 2:
+            raise TypeError(f"gemm: {name} must be a 2-D DArray")
+    opA, opB = (A.T if trans_a else A), (B.T if trans_b else B)
+    if (opA.shape[0], opB.shape[1]) != C.shape or opA.shape[1] != opB.shape[0]:
+        raise ValueError(f"gemm: op(A) {opA.shape} @ op(B) {opB.shape} does not give C {C.shape}")
+    if not (opA.grid == opB.grid == C.grid):
+        raise ValueError("gemm: A, B and C must live on the same grid")
+    _check_algorithm(algorithm)
+    result_dtype(opA.dtype, opB.dtype, C.dtype)
+    T = matmul(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.dtype)
+    new = T.local if alpha == 1 else T.local.mul_(alpha)
+    if beta != 0:
+        new = new.add_(C.local, alpha=beta)
+    C.set_local(new)
+    return C
+
+
+def _matmul_op(a, b):
+    return matmul(a, b)
+
+
+def _rmatmul_op(a, b):
+    if not isinstance(b, DArray):
+        raise TypeError(f"{type(b).__name__} @ DArray: wrap host data with dmath.from_numpy / "
+                        "from_torch first")
+    return matmul(b, a)
+
+
+OPERATORS["matmul"] = _matmul_op
+OPERATORS["rmatmul"] = _rmatmul_op

@@ -1,0 +1,100 @@
+"""The machine's measured constants, cached on disk by ``dmath tune``.
+
+One JSON file (``$DMATH_TUNE_FILE``, default ``~/.cache/dmath/tune.json``)
+maps a *fingerprint* of the configuration (host, CPU or GPU model, torch and
+numpy versions, the OpenBLAS core type forced by the environment, threads
+per rank) to a profile::
+
+    {"alpha": s per message, "beta": s per byte, "mem_bytes": per rank,
+     "gamma": {"float32": {"torch": flop/s, "blas": flop/s}, ...}}
+
+Absent entries fall back to ``DEFAULTS``; nothing is measured implicitly.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+DEFAULTS = {
+    "alpha": 5e-6,            # 5 us per message
+    "beta": 1.0 / 5e9,        # 5 GB/s per rank
+    "mem_bytes": 4 * 2**30,   # 4 GiB per rank
+    "gamma": {"float16": {"torch": 2e10}, "bfloat16": {"torch": 2e10},
+              "float32": {"torch": 5e10}, "float64": {"torch": 2.5e10}},
+}
+GPU_DEFAULTS = {
+    "alpha": 2e-5, "beta": 1.0 / 2e10, "mem_bytes": 16 * 2**30,
+    "gamma": {"float16": {"torch": 3e14}, "bfloat16": {"torch": 3e14},
+              "float32": {"torch": 4e13}, "float64": {"torch": 4e13}},
+}
+
+
+def path() -> Path:
+    p = os.environ.get("DMATH_TUNE_FILE")
+    return Path(p) if p else Path.home() / ".cache" / "dmath" / "tune.json"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def fingerprint(device: torch.device, threads: int | None = None) -> str:
+    """Key of the configuration a profile was measured in."""
+    threads = torch.get_num_threads() if threads is None else threads
+    dev = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model()
+    blas = os.environ.get("OPENBLAS_CORETYPE", "auto")
+    return (f"{platform.node()}|{dev}|torch {torch.__version__}|numpy {np.__version__}|"
+            f"openblas {blas}|threads {threads}")
+
+
+def _read() -> dict:
+    try:
+        return json.loads(path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+@lru_cache(maxsize=16)
+def _cached(key: str, mtime: float) -> dict | None:
+    return _read().get(key)
+
+
+def load(device: torch.device, threads: int | None = None) -> tuple[dict, bool]:
+    """(profile, measured?) for this configuration; defaults when never tuned."""
+    key = fingerprint(device, threads)
+    try:
+        mtime = path().stat().st_mtime
+    except OSError:
+        mtime = -1.0
+    found = _cached(key, mtime) if mtime >= 0 else None
+    base = GPU_DEFAULTS if device.type == "cuda" else DEFAULTS
+    if not found:
+        return base, False
+    merged = dict(base)
+    merged.update(found)
+    return merged, True
+
+
+def save(device: torch.device, profile: dict, threads: int | None = None) -> Path:
+    """Store ``profile`` under this configuration's fingerprint; returns the file."""
+    p = path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    data = _read()
+    data[fingerprint(device, threads)] = profile
+    tmp = p.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    tmp.replace(p)
+    _cached.cache_clear()
+    return p
