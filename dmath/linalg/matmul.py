@@ -28,6 +28,8 @@ import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 
+import torch
+
 from ..array import OPERATORS, DArray, Dim, Layout
 from . import cost, replicate, stationary, summa, summa25d
 from .precision import acc_dtype, input_dtype, result_dtype
@@ -225,7 +227,7 @@ def gemm(alpha: float, A: DArray, B: DArray, beta: float, C: DArray, trans_a: bo
     _check_algorithm(algorithm)
     result_dtype(opA.dtype, opB.dtype, C.dtype)
     T = matmul(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.dtype)
-    new = T.local if alpha == 1 else T.local.mul_(alpha)
+    new = torch.mul(T.local, alpha)                  # T may be a shared (cached) copy
     if beta != 0:
         new = new.add_(C.local, alpha=beta)
     C.set_local(new)

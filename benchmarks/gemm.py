@@ -1,0 +1,367 @@
+"""GEMM benchmark: dmath next to numpy, torch and Heat, one command.
+
+    python benchmarks/gemm.py                  # CPU: everything below, ~10 minutes on 2 cores
+    python benchmarks/gemm.py --quick          # smaller n, fewer repeats
+    python benchmarks/gemm.py --gpu            # 1 rank, n=8192: dmath.matmul vs torch.matmul
+    python benchmarks/gemm.py --gpu --ranks 4  # + 2..4 ranks sharing the GPU (staged transport)
+
+CPU part, all in one run with the same environment: n=4096 float32/float64;
+numpy (2 threads), torch (2 threads), dmath on 2 ranks x 1 thread (auto and
+each algorithm forced, with the cost model's plan), Heat 1.8 on 2 ranks,
+dmath on 4 ranks (oversubscribed), strong and weak scaling; a table, a JSON
+file (benchmarks/out/gemm_cpu.json) and a plot (docs/img/gemm_cpu.png).
+
+The machine may set OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which slow a
+current numpy; this script re-executes itself with both removed (for this
+command only) and reports which OpenBLAS kernel numpy runs. The 2-rank
+configuration is tuned once (``dmath.linalg.tune``) if no profile exists.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+IMG = ROOT / "docs" / "img"
+BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+if any(v in os.environ for v in BLAS_ENV) and "--worker" not in sys.argv:
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_ENV}
+    os.execve(sys.executable, [sys.executable, __file__] + sys.argv[1:], env)
+
+
+def median_time(fn, repeats: int, sync=None) -> float:
+    fn()
+    ts = []
+    for _ in range(repeats):
+        if sync:
+            sync()
+        t = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def gflops(n: int, t: float) -> float:
+    return 2.0 * n ** 3 / t / 1e9
+
+
+# -- workers (run under mpiexec) -----------------------------------------------------------
+def worker_dmath(args) -> None:
+    import torch
+
+    import dmath
+    dmath.init(mode="spmd")
+    world = dmath.context().world
+    out = {}
+    algs = args.algorithms.split(",") if args.algorithms else ["auto"]
+    for dt in args.dtypes.split(","):
+        n = args.n
+        A = dmath.random.normal((n, n), seed=1, dtype=dt, layout=dmath.block_2d())
+        B = dmath.random.normal((n, n), seed=2, dtype=dt, layout=dmath.block_2d())
+        plan = dmath.linalg.explain(A, B)
+        for alg in algs:
+            if alg != "auto":
+                try:
+                    dmath.linalg.explain(A, B, algorithm=alg)
+                except ValueError:
+                    continue
+
+            def run():
+                dmath.matmul(A, B, algorithm=alg)
+            t = median_time(run, args.repeats, sync=world.barrier)
+            t = max(world.allgather_obj(t))
+            out[f"{dt}/{alg}"] = {"seconds": t, "gflops": gflops(n, t), "n": n}
+        out[f"{dt}/plan"] = {"choice": plan.choice.algorithm, "text": str(plan),
+                             "kernel": dmath.linalg.kernel_for(torch.device("cpu"),
+                                                               getattr(torch, dt))}
+    if world.rank == 0:
+        print("RESULT " + json.dumps(out), flush=True)
+
+
+def worker_heat(args) -> None:
+    sys.path.insert(0, str(HERE / "_stubs"))           # torchvision stand-in, benchmark only
+    import heat as ht
+    import torch
+    torch.set_num_threads(1)
+    out = {}
+    comm = ht.MPI_WORLD
+    for dt in args.dtypes.split(","):
+        for sa, sb in ((0, 0), (1, 1), (0, 1)):
+            A = ht.random.randn(args.n, args.n, split=sa, dtype=getattr(ht, dt))
+            B = ht.random.randn(args.n, args.n, split=sb, dtype=getattr(ht, dt))
+            t = median_time(lambda: ht.matmul(A, B), args.repeats, sync=comm.Barrier)
+            t = max(comm.allgather(t))
+            out[f"{dt}/split{sa}{sb}"] = {"seconds": t, "gflops": gflops(args.n, t)}
+    if comm.rank == 0:
+        print("RESULT " + json.dumps(out), flush=True)
+
+
+# -- driver ----------------------------------------------------------------------------------
+def mpirun(n: int, argv: list[str], threads: int = 1, timeout: float = 900) -> dict:
+    sys.path.insert(0, str(ROOT))
+    from dmath.cli.launch import mpiexec_command
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_ENV}
+    env.update(OMP_NUM_THREADS=str(threads), PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    proc = subprocess.run(mpiexec_command(n, argv), capture_output=True, text=True, env=env,
+                          timeout=timeout)
+    if proc.returncode:
+        raise RuntimeError(f"{argv} on {n} ranks failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if not lines:
+        print(proc.stdout[-2000:])
+    return json.loads(lines[-1][7:]) if lines else {}
+
+
+def blas_report() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl not installed (pip install threadpoolctl to see numpy's kernel)"
+    import numpy  # noqa: F401
+    infos = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    return "; ".join(f"{i.get('internal_api')} {i.get('version')} kernel {i.get('architecture')} "
+                     f"({os.path.basename(i.get('filepath', ''))})" for i in infos)
+
+
+def ensure_profile(ranks: int) -> str:
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    from dmath.linalg import profile
+    _, measured = profile.load(torch.device("cpu"), threads=1)
+    if measured:
+        return "cached"
+    mpirun(ranks, ["-m", "dmath.linalg.tune"], threads=1)
+    return "measured now"
+
+
+def local_baselines(n: int, dtypes, repeats: int) -> dict:
+    import numpy as np
+    import torch
+    torch.set_num_threads(2)
+    out = {}
+    for dt in dtypes:
+        a = np.random.default_rng(0).standard_normal((n, n)).astype(dt)
+        b = np.random.default_rng(1).standard_normal((n, n)).astype(dt)
+        out[f"numpy/{dt}"] = gflops(n, median_time(lambda: a @ b, repeats))
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        out[f"torch/{dt}"] = gflops(n, median_time(lambda: torch.matmul(ta, tb), repeats))
+    return out
+
+
+def cpu(args) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    IMG.mkdir(parents=True, exist_ok=True)
+    n, reps = (2048, 2) if args.quick else (4096, 3)
+    dtypes = ["float32", "float64"]
+    me = [str(Path(__file__).resolve())]
+    res: dict = {"n": n, "blas_env_removed": list(BLAS_ENV), "numpy_blas": blas_report()}
+    print(f"numpy BLAS: {res['numpy_blas']}", flush=True)
+    res["profile"] = ensure_profile(2)
+    res["local"] = local_baselines(n, dtypes, reps)
+    algs = "auto,replicate_a,replicate_b,stationary_a,stationary_b,summa,summa25d"
+    res["dmath2"] = mpirun(2, me + ["--worker", "dmath", "--n", str(n), "--repeats", str(reps),
+                                    "--dtypes", ",".join(dtypes), "--algorithms", algs])
+    res["heat2"] = mpirun(2, me + ["--worker", "heat", "--n", str(n), "--repeats", str(reps),
+                                   "--dtypes", ",".join(dtypes)])
+    res["dmath4"] = mpirun(4, me + ["--worker", "dmath", "--n", str(n), "--repeats", str(reps),
+                                    "--dtypes", ",".join(dtypes)])
+    # strong scaling: fixed n; weak scaling: fixed work per rank (n ~ p^(1/3))
+    base = n // 2
+    res["strong"], res["weak"] = {}, {}
+    for p in (1, 2, 4):
+        r = mpirun(p, me + ["--worker", "dmath", "--n", str(base), "--repeats", str(reps),
+                            "--dtypes", "float32"], threads=1)
+        res["strong"][p] = r["float32/auto"]["gflops"]
+        nw = int(round(base * p ** (1 / 3) / 64) * 64)
+        r = mpirun(p, me + ["--worker", "dmath", "--n", str(nw), "--repeats", str(reps),
+                            "--dtypes", "float32"], threads=1)
+        res["weak"][p] = {"n": nw, "gflops": r["float32/auto"]["gflops"]}
+    (OUT / "gemm_cpu.json").write_text(json.dumps(res, indent=1))
+    report(res, dtypes)
+    plot(res, dtypes)
+
+
+def report(res: dict, dtypes) -> None:
+    n = res["n"]
+    print(f"\nGEMM n={n} on {os.cpu_count()} cores; numpy BLAS: {res['numpy_blas']}")
+    print(f"{'':<34}" + "".join(f"{d:>12}" for d in dtypes) + "   (GF/s)")
+
+    def row(name, vals):
+        print(f"{name:<34}" + "".join(f"{v:12.1f}" if v else f"{'-':>12}" for v in vals))
+    row("numpy, 2 threads", [res["local"][f"numpy/{d}"] for d in dtypes])
+    row("torch, 2 threads", [res["local"][f"torch/{d}"] for d in dtypes])
+    heat = {d: max(v["gflops"] for k, v in res["heat2"].items() if k.startswith(d)) for d in dtypes}
+    row("Heat 1.8, 2 ranks (best split)", [heat[d] for d in dtypes])
+    algs = sorted({k.split("/")[1] for k in res["dmath2"] if not k.endswith("/plan")})
+    for a in ["auto"] + [x for x in algs if x != "auto"]:
+        row(f"dmath, 2 ranks x 1 thread, {a}", [res["dmath2"].get(f"{d}/{a}", {}).get("gflops") for d in dtypes])
+    row("dmath, 4 ranks (oversubscribed)", [res["dmath4"][f"{d}/auto"]["gflops"] for d in dtypes])
+    for d in dtypes:
+        dm = res["dmath2"][f"{d}/auto"]["gflops"]
+        plan = res["dmath2"][f"{d}/plan"]
+        forced = {a: res["dmath2"][f"{d}/{a}"]["gflops"] for a in algs
+                  if a != "auto" and f"{d}/{a}" in res["dmath2"]}
+        best = max(forced, key=forced.get)
+        print(f"{d}: dmath/numpy {dm / res['local'][f'numpy/{d}']:.3f}x, dmath/Heat "
+              f"{dm / heat[d]:.2f}x; model chose {plan['choice']} (local kernel {plan['kernel']}), "
+              f"fastest forced {best} ({forced[best]:.1f} GF/s)")
+    print("\nstrong scaling (float32, n=%d)  p: GF/s, efficiency vs p=1" % (n // 2))
+    s1 = res["strong"][1]
+    for p, g in res["strong"].items():
+        print(f"  p={p}: {g:7.1f} GF/s  {g / s1 / min(int(p), os.cpu_count() or 1):.2f}")
+    print("weak scaling (float32, n ~ p^(1/3))")
+    w1 = res["weak"][1]["gflops"]
+    for p, v in res["weak"].items():
+        print(f"  p={p}: n={v['n']:5d} {v['gflops']:7.1f} GF/s  "
+              f"{v['gflops'] / w1 / min(int(p), os.cpu_count() or 1):.2f}")
+    print("\n" + res["dmath2"]["float32/plan"]["text"])
+
+
+def plot(res: dict, dtypes) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    heat = {d: max(v["gflops"] for k, v in res["heat2"].items() if k.startswith(d)) for d in dtypes}
+    names = ["numpy 2 thr", "torch 2 thr", "Heat 2 ranks", "dmath 2 ranks", "dmath 4 ranks"]
+    w = 0.38
+    for i, d in enumerate(dtypes):
+        vals = [res["local"][f"numpy/{d}"], res["local"][f"torch/{d}"], heat[d],
+                res["dmath2"][f"{d}/auto"]["gflops"], res["dmath4"][f"{d}/auto"]["gflops"]]
+        ax1.bar([x + i * w for x in range(len(names))], vals, w, label=d)
+    ax1.set_xticks([x + w / 2 for x in range(len(names))], names, rotation=20)
+    ax1.set_ylabel("GF/s")
+    ax1.set_title(f"GEMM n={res['n']} on {os.cpu_count()} cores")
+    ax1.legend()
+    ps = sorted(int(p) for p in res["strong"])
+    ax2.plot(ps, [res["strong"][p if p in res["strong"] else str(p)] for p in ps], "o-", label="strong")
+    ax2.plot(ps, [res["weak"][p if p in res["weak"] else str(p)]["gflops"] for p in ps], "s-", label="weak")
+    ax2.set_xlabel("ranks (1 thread each; 4 is oversubscribed)")
+    ax2.set_ylabel("GF/s (float32)")
+    ax2.set_xticks(ps)
+    ax2.legend()
+    ax2.set_title("dmath scaling")
+    fig.tight_layout()
+    fig.savefig(IMG / "gemm_cpu.png", dpi=110)
+    print(f"plot: {IMG / 'gemm_cpu.png'}")
+
+
+# -- GPU -------------------------------------------------------------------------------------
+GPU_DTYPES = ("bfloat16", "float16", "tf32", "float64")
+
+
+def gpu_one_rank(n: int, repeats: int) -> dict:
+    import torch
+
+    import dmath
+    dmath.init(mode="spmd")
+    dev = dmath.context().device
+    out = {}
+    for name in GPU_DTYPES:
+        dt = torch.float32 if name == "tf32" else getattr(torch, name)
+        a = torch.randn(n, n, device=dev, dtype=dt)
+        b = torch.randn(n, n, device=dev, dtype=dt)
+        A, B = dmath.from_torch(a), dmath.from_torch(b)
+        with dmath.linalg.allow_tf32(name == "tf32"):
+            prev = torch.backends.cuda.matmul.fp32_precision
+            torch.backends.cuda.matmul.fp32_precision = "tf32" if name == "tf32" else "ieee"
+            t_torch = cuda_median(lambda: torch.matmul(a, b), repeats)
+            t_dmath = cuda_median(lambda: dmath.matmul(A, B), repeats)
+            torch.backends.cuda.matmul.fp32_precision = prev
+        out[name] = {"torch": gflops(n, t_torch) / 1e3, "dmath": gflops(n, t_dmath) / 1e3}
+    return out
+
+
+def cuda_median(fn, repeats: int) -> float:
+    import torch
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(repeats):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e) / 1e3)
+    return statistics.median(ts)
+
+
+def worker_gpu(args) -> None:
+    import torch
+
+    import dmath
+    dmath.init(mode="spmd")
+    world = dmath.context().world
+    out = {}
+    for name in GPU_DTYPES:
+        dt = "float32" if name == "tf32" else name
+        A = dmath.random.normal((args.n, args.n), seed=1, dtype=dt, layout=dmath.block_2d())
+        B = dmath.random.normal((args.n, args.n), seed=2, dtype=dt, layout=dmath.block_2d())
+        with dmath.linalg.allow_tf32(name == "tf32"):
+            def run():
+                dmath.matmul(A, B)
+                torch.cuda.synchronize()
+            t = max(world.allgather_obj(median_time(run, args.repeats, sync=world.barrier)))
+        out[name] = {"dmath": gflops(args.n, t) / 1e3,
+                     "choice": dmath.linalg.explain(A, B).choice.algorithm}
+    if world.rank == 0:
+        print("RESULT " + json.dumps(out), flush=True)
+
+
+def gpu(args) -> None:
+    n = args.n or 8192
+    res = {"n": n, "1": gpu_one_rank(n, args.repeats or 20)}
+    print(f"\nGEMM n={n}, 1 rank, same process (TF/s; ratio = dmath / torch, target >= 0.97)")
+    for name, v in res["1"].items():
+        print(f"  {name:<9} torch {v['torch']:8.1f}   dmath {v['dmath']:8.1f}   "
+              f"ratio {v['dmath'] / v['torch']:.3f}")
+    for p in range(2, (args.ranks or 1) + 1):
+        env_keep = os.environ.get("DMATH_TRANSPORT")
+        os.environ["DMATH_TRANSPORT"] = "staged"
+        os.environ.setdefault("DMATH_DEVICE", "cuda:0")
+        r = mpirun(p, [str(Path(__file__).resolve()), "--worker", "gpu", "--n", str(n),
+                       "--repeats", "5"], threads=1)
+        if env_keep is None:
+            os.environ.pop("DMATH_TRANSPORT")
+        res[str(p)] = r
+        print(f"  {p} ranks sharing the GPU (staged): " + ", ".join(
+            f"{k} {v['dmath']:.1f} TF/s ({v['choice']})" for k, v in r.items()))
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "gemm_gpu.json").write_text(json.dumps(res, indent=1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--ranks", type=int, default=None, help="--gpu: also 2..RANKS ranks")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--worker", choices=["dmath", "heat", "gpu"])
+    ap.add_argument("--n", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--algorithms", default="")
+    args = ap.parse_args()
+    if args.worker:
+        args.repeats = args.repeats or 3
+        {"dmath": worker_dmath, "heat": worker_heat, "gpu": worker_gpu}[args.worker](args)
+    elif args.gpu:
+        gpu(args)
+    else:
+        cpu(args)
+
+
+if __name__ == "__main__":
+    main()
