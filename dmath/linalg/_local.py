@@ -21,9 +21,10 @@ def inner_indices(x: DArray, dim: int) -> np.ndarray:
     return global_indices(x.shape, x.layout, x.grid)[dim]
 
 
-def with_partial(d0: Dim, d1: Dim, *partials) -> Layout:
-    """Layout(d0, d1) whose value is the sum over the union of ``partials`` axes."""
+def with_partial(grid, d0: Dim, d1: Dim, *partials) -> Layout:
+    """Layout(d0, d1) whose value is the sum over the union of ``partials`` axes
+    (axes of length 1 dropped: a sum over one rank is the value itself)."""
     axes: list = []
     for group in partials:
-        axes += [a for a in group if a not in axes]
+        axes += [a for a in group if a not in axes and grid.axis_size(a) > 1]
     return Layout(d0, d1, partial=tuple(axes))

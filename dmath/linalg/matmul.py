@@ -30,8 +30,9 @@ from functools import lru_cache
 
 import torch
 
-from ..array import OPERATORS, DArray, Dim, Layout
+from ..array import OPERATORS, DArray, Dim, Layout, as_dtype
 from . import cost, replicate, stationary, summa, summa25d
+from .kernels import local_gemm
 from .precision import acc_dtype, input_dtype, result_dtype
 
 VARIANTS = {"replicate_a": replicate, "replicate_b": replicate, "stationary_a": stationary,
@@ -148,6 +149,18 @@ def _out_layout_2d(out_layout, grid, vec_a: bool, vec_b: bool, la, lb) -> Layout
     return out_layout.resolve(grid, 2)
 
 
+@lru_cache(maxsize=1024)
+def _problem(sa: tuple, la: Layout, ta, sb: tuple, lb: Layout, tb, grid, va: bool, vb: bool,
+             out_layout, out_dtype) -> cost.Problem:
+    """The checked Problem of (matrix) operands described by shape, layout, dtype."""
+    if sa[1] != sb[0]:
+        raise ValueError(f"matmul: inner dimensions differ: A is {sa}, B is {sb}")
+    out = result_dtype(ta, tb, out_dtype)
+    ind = input_dtype(ta, tb, out)
+    lay = _out_layout_2d(out_layout, grid, va, vb, la, lb)
+    return cost.Problem(sa[0], sa[1], sb[1], la, lb, grid, ind, out, acc_dtype(out), lay)
+
+
 def problem(A, B, out_layout=None, out_dtype=None) -> tuple[cost.Problem, DArray, DArray, tuple]:
     """Checked operands as matrices, the Problem, and how to shape the result."""
     A2, va = _as_matrix(A, "left", "A")
@@ -155,15 +168,9 @@ def problem(A, B, out_layout=None, out_dtype=None) -> tuple[cost.Problem, DArray
     if A2.grid != B2.grid:
         raise ValueError(f"matmul: A is on {A2.grid!r} but B is on {B2.grid!r}; "
                          "redistribute one onto the other's grid first")
-    if A2.shape[1] != B2.shape[0]:
-        raise ValueError(f"matmul: inner dimensions differ: A is {A.shape}, B is {B.shape}")
-    out = result_dtype(A2.dtype, B2.dtype, out_dtype)
-    ind = input_dtype(A2.dtype, B2.dtype, out)
-    A2, B2 = A2.astype(ind), B2.astype(ind)
-    lay = _out_layout_2d(out_layout, A2.grid, va, vb, A2.layout, B2.layout)
-    prob = cost.Problem(A2.shape[0], A2.shape[1], B2.shape[1], A2.layout, B2.layout, A2.grid,
-                        ind, out, acc_dtype(out), lay)
-    return prob, A2, B2, (va, vb)
+    prob = _problem(A2.shape, A2.layout, A2.dtype, B2.shape, B2.layout, B2.dtype, A2.grid,
+                    va, vb, out_layout, None if out_dtype is None else as_dtype(out_dtype))
+    return prob, A2.astype(prob.in_dtype), B2.astype(prob.in_dtype), (va, vb)
 
 
 def _finish_vector(C: DArray, va: bool, vb: bool) -> DArray:
@@ -194,6 +201,11 @@ def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: st
     (mixed precision: float32 accumulation and result)."""
     _check_algorithm(algorithm)
     prob, A2, B2, (va, vb) = problem(A, B, out_layout, out_dtype)
+    if prob.grid.size == 1 and algorithm != "summa25d":
+        # one rank: every algorithm is the local GEMM (plan and checks cached above)
+        C = DArray(local_gemm(A2.local, B2.local, dtype=prob.out_dtype), (prob.m, prob.n),
+                   prob.out_layout, prob.grid)
+        return _finish_vector(C, va, vb)
     plan = _plan(prob, algorithm, cost.machine(A2.device))
     name = plan.choice.algorithm
     kwargs = plan.choice.params.get("c") and {"c": plan.choice.params["c"]} or {}

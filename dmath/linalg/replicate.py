@@ -24,8 +24,8 @@ NAMES = ("replicate_a", "replicate_b")
 def natural_layout(prob: cost.Problem, which: str) -> Layout:
     """Layout of C before the final redistribution (maybe partial)."""
     if which == "replicate_b":
-        return with_partial(prob.la.dims[0], Dim(), prob.la.partial, prob.la.dims[1].axes)
-    return with_partial(Dim(), prob.lb.dims[1], prob.lb.partial, prob.lb.dims[0].axes)
+        return with_partial(prob.grid, prob.la.dims[0], Dim(), prob.la.partial, prob.la.dims[1].axes)
+    return with_partial(prob.grid, Dim(), prob.lb.dims[1], prob.lb.partial, prob.lb.dims[0].axes)
 
 
 def estimate(prob: cost.Problem, mach: cost.Machine, which: str) -> cost.Estimate:
