@@ -23,8 +23,10 @@ def inner_indices(x: DArray, dim: int) -> np.ndarray:
 
 def with_partial(grid, d0: Dim, d1: Dim, *partials) -> Layout:
     """Layout(d0, d1) whose value is the sum over the union of ``partials`` axes
-    (axes of length 1 dropped: a sum over one rank is the value itself)."""
+    (none when they all have length 1: a sum over one rank is the value itself)."""
     axes: list = []
     for group in partials:
-        axes += [a for a in group if a not in axes and grid.axis_size(a) > 1]
+        axes += [a for a in group if a not in axes]
+    if all(grid.axis_size(a) == 1 for a in axes):
+        axes = []
     return Layout(d0, d1, partial=tuple(axes))
