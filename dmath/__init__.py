@@ -19,6 +19,7 @@ from .ops.elementwise import (abs, add, ceil, cos, divide, equal, exp, floor, gr
                               not_equal, power, sigmoid, sign, sin, sqrt, square, subtract, tanh)
 from .runtime import STATS as comm_stats
 from .runtime import Grid, context, default_grid, finalize, init, is_initialized, set_default_grid
+from .runtime import RemoteError, command, memory_stats, set_cache_budget, sync
 from . import linalg
 from .linalg import gemm, matmul
 
@@ -36,3 +37,4 @@ __all__ = [
     "sum", "tanh", "where", "zeros", "zeros_like",
 ]
 __all__ += ["gemm", "linalg", "matmul"]
+__all__ += ["RemoteError", "command", "memory_stats", "set_cache_budget", "sync"]

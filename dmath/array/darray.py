@@ -6,7 +6,11 @@ the piece this rank holds on its device, in row-major order, with the shape
 dims). Nothing global is materialised unless asked (``to_numpy``).
 
 Arithmetic operators dispatch through ``OPERATORS``, which the ops layer
-fills in; this module never imports the layers above it.
+fills in; this module never imports the layers above it. Methods that
+compute are commands (``dmath.runtime.dispatch``): in client-server mode a
+call on rank 0 runs on every rank. Every in-place write bumps ``version``
+(``touch``), which keys the host copy and the other-layout copies
+(``dmath.runtime.caching``), so no cache serves stale data.
 """
 from __future__ import annotations
 
@@ -16,12 +20,20 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from ..runtime import caching
+from ..runtime import dispatch as _dispatch
+from ..runtime.dispatch import CommandTable, command
 from .dtypes import as_dtype, to_numpy_dtype
 from .layout import Layout
-from .redistribute import execute, plan
-from .shards import global_indices, is_primary, local_shape
+from .redistribute import LocalSlice, ZeroPartial, execute, plan
+from .shards import dim_maps, global_indices, is_primary, local_shape
 
-OPERATORS: dict[str, Callable] = {}
+OPERATORS: dict[str, Callable] = CommandTable("dmath.operator")   # values become commands
+
+
+def _most_elements(shape, layout: Layout, grid) -> int:
+    """Elements of the largest local piece of ``layout`` (equal on every rank)."""
+    return math.prod(int(m.sizes.max()) for m in dim_maps(shape, layout, grid))
 
 
 def _op(name: str) -> Callable:
@@ -44,9 +56,12 @@ class DArray:
         if tuple(local.shape) != expect:
             raise ValueError(f"local piece has shape {tuple(local.shape)} but {layout} of "
                              f"{self.shape} on {grid!r} gives rank {grid.rank} {expect}")
+        if _dispatch._client is not None:
+            _dispatch.check_outside_command("creating a DArray")
         self._local = local
         self._version = 0
         self._host_cache: tuple[int, Any] | None = None
+        self._uid = caching.track(self)
 
     # -- basic facts ---------------------------------------------------------------
     @property
@@ -61,10 +76,12 @@ class DArray:
         self._local = t
         self.touch()
 
+    @command
     def touch(self) -> None:
         """Record an in-place write: caches keyed on the version become stale."""
         self._version += 1
         self._host_cache = None
+        caching.LAYOUTS.forget(self)
 
     @property
     def version(self) -> int:
@@ -112,18 +129,34 @@ class DArray:
         return plan(self.shape, self.layout, self.grid, self._resolve(layout, grid), grid,
                     self.grid.rank, method)
 
+    @command
     def redistribute(self, layout: Layout, grid=None, method: str = "auto") -> "DArray":
         """This array in ``layout`` (on ``grid``, default: the same grid).
 
         Returns ``self`` when nothing changes; otherwise a new array (the old
-        one is untouched)."""
+        one is untouched). Replicating copies (e.g. to ``replicated()``) are
+        cached until this array changes, so the result may be shared: do not
+        write it in place (copy it first)."""
         grid = self.grid if grid is None else grid
         steps = self.redistribution_plan(layout, grid, method)
         if not steps:
             return self
-        out = execute(steps, self._local)
-        return DArray(out, self.shape, steps[-1].dst, grid)
+        dst = steps[-1].dst
+        # Replicating copies (more elements on the busiest rank than the source) that
+        # needed communication are cached; the size is the same number on every rank.
+        most = _most_elements(self.shape, dst, grid)
+        cached = (method == "auto" and most > _most_elements(self.shape, self.layout, self.grid)
+                  and not all(isinstance(s, (LocalSlice, ZeroPartial)) for s in steps))
+        if cached:
+            hit = caching.LAYOUTS.get(self, (dst, grid))
+            if hit is not None:
+                return hit
+        out = DArray(execute(steps, self._local), self.shape, dst, grid)
+        if cached:
+            caching.LAYOUTS.put(self, (dst, grid), out, most * out._local.element_size())
+        return out
 
+    @command
     def astype(self, dtype) -> "DArray":
         """Same layout, each local element cast to ``dtype`` (no communication)."""
         t = as_dtype(dtype)
@@ -131,6 +164,7 @@ class DArray:
             return self
         return DArray(self._local.to(t), self.shape, self.layout, self.grid)
 
+    @command
     def permute(self, *order: int) -> "DArray":
         """Dims reordered; layout follows; local pieces are views (no traffic)."""
         order = tuple(order[0]) if len(order) == 1 and not isinstance(order[0], int) else order
@@ -145,6 +179,7 @@ class DArray:
         return self.permute(tuple(reversed(range(self.ndim))))
 
     # -- to the host ------------------------------------------------------------------
+    @command(sync=True, client_defaults={"root": 0})
     def to_torch(self, root: int | None = None) -> torch.Tensor | None:
         """The global array as a CPU tensor on every rank, or on ``root`` only."""
         full = self.redistribute(self.layout.without_partial()) if self.layout.partial else self
@@ -152,7 +187,7 @@ class DArray:
             rep = full.redistribute(Layout())
             return rep._local.cpu()
         grid, world = self.grid, self.grid.world
-        mine = full._local if is_primary(full.layout, grid, grid.rank) else full._local[:0]
+        mine = full._local if is_primary(full.layout, grid, grid.rank) else full._local.reshape(-1)[:0]
         counts = [math.prod(local_shape(self.shape, full.layout, grid, r))
                   if is_primary(full.layout, grid, r) else 0 for r in range(world.size)]
         flat = world.gatherv(mine.contiguous().cpu(), counts, root)
@@ -175,13 +210,20 @@ class DArray:
         an unchanged array reuses the first call's copy."""
         key = (self._version, root)
         if self._host_cache is not None and self._host_cache[0] == key:
+            caching.HostCopies.hits += 1
             return self._host_cache[1]
+        caching.HostCopies.misses += 1
+        out = self._fetch_numpy(root)
+        self._host_cache = (key, out)
+        return out
+
+    @command(sync=True, client_defaults={"root": 0})
+    def _fetch_numpy(self, root: int | None) -> np.ndarray | None:
         t = self.to_torch(root)
         out = None if t is None else t.to(torch.float32 if t.dtype == torch.bfloat16 else t.dtype).numpy()
         if out is not None:
             out.flags.writeable = False
             assert out.dtype == to_numpy_dtype(self.dtype)
-        self._host_cache = (key, out)
         return out
 
     def __array__(self, dtype=None, copy=None):
@@ -211,3 +253,6 @@ class DArray:
     del _name
 
     __hash__ = object.__hash__
+
+
+_dispatch.register_handle_type(DArray)

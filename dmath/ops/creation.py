@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..array import DArray, Layout, as_dtype, global_indices, local_shape
+from ..runtime.dispatch import command
 from ._common import check_shape, device, dtype_or_default, grid_or_default, resolve_layout
 
 
@@ -24,31 +25,37 @@ def _make(shape, layout, grid, fill: Callable[[list[np.ndarray], tuple], torch.T
     return DArray(local, shape, lay, grid)
 
 
+@command
 def full(shape, value, *, dtype=None, layout: Layout | None = None, grid=None) -> DArray:
     """Array of ``shape`` filled with ``value``."""
     t = dtype_or_default(dtype)
     return _make(shape, layout, grid, lambda g, ls: torch.full(ls, value, dtype=t, device=device()))
 
 
+@command
 def zeros(shape, *, dtype=None, layout: Layout | None = None, grid=None) -> DArray:
     return full(shape, 0, dtype=dtype, layout=layout, grid=grid)
 
 
+@command
 def ones(shape, *, dtype=None, layout: Layout | None = None, grid=None) -> DArray:
     return full(shape, 1, dtype=dtype, layout=layout, grid=grid)
 
 
+@command
 def empty(shape, *, dtype=None, layout: Layout | None = None, grid=None) -> DArray:
     """Uninitialised array (each local piece is torch.empty)."""
     t = dtype_or_default(dtype)
     return _make(shape, layout, grid, lambda g, ls: torch.empty(ls, dtype=t, device=device()))
 
 
+@command
 def zeros_like(a: DArray) -> DArray:
     return DArray(torch.zeros_like(a.local), a.shape, a.layout.without_partial(), a.grid) \
         if not a.layout.partial else zeros(a.shape, dtype=a.dtype, layout=a.layout, grid=a.grid)
 
 
+@command
 def eye(n: int, m: int | None = None, *, k: int = 0, dtype=None, layout: Layout | None = None,
         grid=None) -> DArray:
     """n x m matrix with ones on diagonal k."""
@@ -62,6 +69,7 @@ def eye(n: int, m: int | None = None, *, k: int = 0, dtype=None, layout: Layout 
     return _make((n, m), layout, grid, fill)
 
 
+@command
 def arange(start, stop=None, step=1, *, dtype=None, layout: Layout | None = None,
            grid=None) -> DArray:
     """1-D array ``start, start+step, ...`` below ``stop`` (numpy's arange)."""
@@ -77,6 +85,7 @@ def arange(start, stop=None, step=1, *, dtype=None, layout: Layout | None = None
         torch.float64 if t.is_floating_point else torch.int64) * step).to(t).to(device()))
 
 
+@command
 def linspace(start: float, stop: float, num: int = 50, *, endpoint: bool = True, dtype=None,
              layout: Layout | None = None, grid=None) -> DArray:
     """``num`` evenly spaced values from ``start`` to ``stop`` (numpy's linspace)."""
@@ -100,6 +109,7 @@ def _select(t: torch.Tensor, idx: list[np.ndarray]) -> torch.Tensor:
     return t
 
 
+@command(client_defaults={"root": 0}, client_only=("tensor",))
 def from_torch(tensor: torch.Tensor | None, layout: Layout | None = None, *, grid=None,
                root: int | None = None, dtype=None) -> DArray:
     """Distribute a global tensor.
@@ -142,6 +152,7 @@ def from_torch(tensor: torch.Tensor | None, layout: Layout | None = None, *, gri
     return DArray(local.to(device=device(), dtype=t), shape, lay, grid)
 
 
+@command(client_defaults={"root": 0}, client_only=("array",))
 def from_numpy(array: np.ndarray | None, layout: Layout | None = None, *, grid=None,
                root: int | None = None, dtype=None) -> DArray:
     """Distribute a global numpy array (see ``from_torch`` for ``root``)."""
@@ -152,6 +163,7 @@ def from_numpy(array: np.ndarray | None, layout: Layout | None = None, *, grid=N
     return from_torch(t, layout, grid=grid, root=root, dtype=dtype)
 
 
+@command
 def from_local(local: torch.Tensor, shape: Sequence[int], layout: Layout, *, grid=None) -> DArray:
     """Wrap pieces the ranks already hold (e.g. a ScaLAPACK local array).
 

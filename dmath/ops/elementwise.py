@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..array import OPERATORS, DArray, Dim, Layout
+from ..runtime.dispatch import command
 from ._common import same_grid
 
 Scalar = (numbers.Number, np.generic, bool)
@@ -63,6 +64,7 @@ def _aligned(a: DArray, shape: tuple, layout: Layout) -> torch.Tensor:
     return a.redistribute(Layout(*dims)).local
 
 
+@command
 def elementwise(fn: Callable, *operands, name: str = "op", linear: bool = False) -> DArray:
     """Apply ``fn`` to local pieces of the operands after aligning their layouts."""
     for x in operands:
@@ -86,17 +88,17 @@ def _binary(name: str, fn: Callable, linear_when: Callable | None = None) -> Cal
     def op(a, b):
         lin = linear_when is not None and linear_when(a, b)
         return elementwise(fn, a, b, name=name, linear=lin)
-    op.__name__ = name
+    op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise ``{name}`` with numpy broadcasting."
-    return op
+    return command(op)
 
 
 def _unary(name: str, fn: Callable) -> Callable:
     def op(a: DArray) -> DArray:
         return elementwise(fn, a, name=name)
-    op.__name__ = name
+    op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise ``{name}``."
-    return op
+    return command(op)
 
 
 add = _binary("add", operator.add)
@@ -135,20 +137,24 @@ isnan = _unary("isnan", torch.isnan)
 isfinite = _unary("isfinite", torch.isfinite)
 
 
+@command
 def negative(a: DArray) -> DArray:
     """-a (keeps a partial-sum layout: negation is linear)."""
     return elementwise(torch.neg, a, name="negative", linear=True)
 
 
+@command
 def square(a: DArray) -> DArray:
     return elementwise(torch.square, a, name="square")
 
 
+@command
 def clip(a: DArray, min=None, max=None) -> DArray:  # noqa: A002 - numpy's names
     """Values limited to [min, max] (either may be None)."""
     return elementwise(lambda x: torch.clamp(x, min, max), a, name="clip")
 
 
+@command
 def where(cond, x, y) -> DArray:
     """``x`` where ``cond`` else ``y``; any of them may be a scalar."""
     def fn(c, a, b):

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..array import DArray, Layout
+from ..runtime.dispatch import command
 from ._common import device, dtype_or_default
 from .creation import _make
 
@@ -41,6 +42,7 @@ def _mix_int(x: int) -> int:
     return int(_splitmix(torch.tensor([_signed(x)], dtype=torch.int64))[0])
 
 
+@command
 def seed(s: int) -> None:
     """Set the session seed and restart its streams (same on every rank)."""
     _state["seed"], _state["stream"] = int(s), 0
@@ -70,6 +72,7 @@ def _uniform01(idx: torch.Tensor, key: int) -> torch.Tensor:
     return _srl(h, 11).to(torch.float64) * (2.0 ** -53)
 
 
+@command
 def uniform(shape, low: float = 0.0, high: float = 1.0, *, seed: int | None = None, dtype=None,
             layout: Layout | None = None, grid=None) -> DArray:
     """Uniform values in [low, high)."""
@@ -82,6 +85,7 @@ def uniform(shape, low: float = 0.0, high: float = 1.0, *, seed: int | None = No
     return _make(shape, layout, grid, fill)
 
 
+@command
 def normal(shape, mean: float = 0.0, std: float = 1.0, *, seed: int | None = None, dtype=None,
            layout: Layout | None = None, grid=None) -> DArray:
     """Normal values (Box-Muller on two hashed uniforms per element)."""

@@ -21,6 +21,7 @@ import math
 import torch
 
 from ..array import DArray, Dim, Layout, global_indices
+from ..runtime.dispatch import command
 
 _IDENTITY = {"max": -math.inf, "min": math.inf}
 
@@ -65,6 +66,7 @@ def _finish(a: DArray, local: torch.Tensor, axis, keepdims, op: str, with_partia
     return DArray(local, shape, layout.resolve(a.grid, len(shape)), a.grid)
 
 
+@command
 def sum(a: DArray, axis: int | None = None, keepdims: bool = False, dtype=None) -> DArray:  # noqa: A001
     """Sum over all elements or along ``axis`` (partial sums folded in)."""
     axis = _check_axis(a, axis)
@@ -73,6 +75,7 @@ def sum(a: DArray, axis: int | None = None, keepdims: bool = False, dtype=None) 
     return _finish(a, local, axis, keepdims, "sum", True)
 
 
+@command
 def mean(a: DArray, axis: int | None = None, keepdims: bool = False) -> DArray:
     """Arithmetic mean over all elements or along ``axis``."""
     axis = _check_axis(a, axis)
@@ -104,11 +107,13 @@ def _extreme(a: DArray, axis, keepdims, op: str) -> DArray:
     return _finish(a, local, axis, keepdims, op, False)
 
 
+@command
 def max(a: DArray, axis: int | None = None, keepdims: bool = False) -> DArray:  # noqa: A001
     """Largest element overall or along ``axis``."""
     return _extreme(a, axis, keepdims, "max")
 
 
+@command
 def min(a: DArray, axis: int | None = None, keepdims: bool = False) -> DArray:  # noqa: A001
     """Smallest element overall or along ``axis``."""
     return _extreme(a, axis, keepdims, "min")
@@ -164,16 +169,19 @@ def _arg(a: DArray, axis, op: str) -> DArray:
                   layout.resolve(a.grid, len(shape)), a.grid)
 
 
+@command
 def argmax(a: DArray, axis: int | None = None) -> DArray:
     """Index of the (first) largest element; flat index when ``axis`` is None."""
     return _arg(a, axis, "max")
 
 
+@command
 def argmin(a: DArray, axis: int | None = None) -> DArray:
     """Index of the (first) smallest element; flat index when ``axis`` is None."""
     return _arg(a, axis, "min")
 
 
+@command
 def norm(a: DArray, axis: int | None = None, keepdims: bool = False) -> DArray:
     """2-norm of the flattened array (Frobenius for matrices) or along ``axis``.
 

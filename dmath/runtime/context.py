@@ -9,6 +9,11 @@ transport CUDA tensors travel by:
                       copies through reused pinned host buffers.
 
 ``DMATH_TRANSPORT`` forces one of these names.
+
+Modes: ``client-server`` (the default with more than one rank) lets rank 0
+run the user's program while the other ranks serve its commands inside
+``init`` (see ``dispatch`` and ``server``); ``spmd`` has every rank run the
+program. ``init(workers=N)`` from a plain process spawns the other ranks.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import torch
 
 from . import mpi as _mpi
 from .comm import Comm
+from .dispatch import command
 from .transport import NCCL, CudaAwareMPI, StagedMPI, Transport
 
 TRANSPORTS = ("nccl", "cuda-aware-mpi", "staged")
@@ -36,6 +42,8 @@ class Context:
     owns_mpi: bool
     grid: object = None
     extras: dict = field(default_factory=dict)
+    mode: str = "spmd"
+    spawned: object = None          # intercommunicator to spawned servers / to the parent
 
 
 _CTX: Context | None = None
@@ -128,7 +136,8 @@ def device_transport_factory() -> Callable[["object"], Transport] | None:
 
 def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, *,
          device: str | torch.device | None = None, transport: str | None = None,
-         threads: int | None = None, mode: str = "spmd") -> Context:
+         threads: int | None = None, mode: str | None = None, workers: int | None = None,
+         errors: str | None = None) -> Context:
     """Start dmath on this rank: MPI, device, transport and the default grid.
 
     ``grid``/``names``: shape and axis names of the default process grid
@@ -137,17 +146,38 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     ``threads``: torch threads for this rank (default: the node's cores split
     evenly among its ranks). Works in a plain ``python`` process (1 rank) and
     under ``mpiexec -n N``. Calling it again returns the running context.
+
+    ``mode``: ``"client-server"`` (default when there is more than one rank):
+    ``init`` returns on rank 0 only, which runs the program; on the other
+    ranks it serves rank 0's commands and exits the process when rank 0 is
+    done. ``"spmd"``: every rank returns and runs the program.
+    ``workers=N``: from a plain ``python``/Jupyter process, spawn N-1 more
+    ranks (N in all; this process is rank 0 and holds a piece too).
+    ``errors``: ``"eager"`` or ``"lazy"`` error checks in client-server mode
+    (default ``$DMATH_ERRORS`` or eager; see ``dmath.runtime.dispatch``).
     """
     global _CTX
     if _CTX is not None:
         return _CTX
-    if mode != "spmd":
-        raise NotImplementedError(f"mode {mode!r} is not available yet (only 'spmd')")
+    if mode not in (None, "spmd", "client-server"):
+        raise ValueError(f"mode must be 'client-server' or 'spmd', not {mode!r}")
+    if errors not in (None, "eager", "lazy"):
+        raise ValueError(f"errors must be 'eager' or 'lazy', not {errors!r}")
     owns = _mpi.ensure_initialized()
     if owns:
         atexit.register(finalize)
     MPI = _mpi.MPI
-    wmpi = MPI.COMM_WORLD.Dup()
+    opts = dict(grid=grid, names=names, device=device, transport=transport, threads=threads,
+                errors=errors)
+    from . import spawn
+    wmpi, spawned, opts = spawn.world_for(workers, mode, opts)
+    grid, names, device, transport, threads, errors = (
+        opts["grid"], opts["names"], opts["device"], opts["transport"], opts["threads"],
+        opts["errors"])
+    if spawned is not None:
+        mode = "client-server"
+    if mode is None:
+        mode = "client-server" if wmpi.Get_size() > 1 else "spmd"
     node = wmpi.Split_type(MPI.COMM_TYPE_SHARED)
     local_rank, local_size = node.Get_rank(), node.Get_size()
     node.Free()
@@ -160,7 +190,8 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     world_comm = Comm(wmpi)
-    _CTX = Context(world_comm, dev, local_rank, local_size, kind, owns)
+    _CTX = Context(world_comm, dev, local_rank, local_size, kind, owns, mode=mode,
+                   spawned=spawned)
     try:
         if kind == "nccl":
             _init_nccl(world_comm, dev)
@@ -170,6 +201,13 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     except BaseException:
         _CTX = None
         raise
+    if mode == "client-server" and world_comm.size > 1:
+        from . import dispatch, server
+        if world_comm.rank != 0:
+            server.serve(_CTX)                   # returns only by exiting the process
+        dispatch.start_client(wmpi, errors)
+        if not owns:
+            atexit.register(finalize)            # stop the servers before MPI goes
     return _CTX
 
 
@@ -178,11 +216,16 @@ def finalize() -> None:
     global _CTX
     if _CTX is None:
         return
+    if _CTX.mode == "client-server" and _CTX.world.rank == 0:
+        from .dispatch import stop_client
+        stop_client()                            # the servers leave their loop
     ctx, _CTX = _CTX, None
     if ctx.transport == "nccl":
         import torch.distributed as dist
         if dist.is_initialized():
             dist.destroy_process_group()
+    if ctx.spawned is not None and not _mpi.MPI.Is_finalized():
+        ctx.spawned.Disconnect()
     if ctx.owns_mpi and not _mpi.MPI.Is_finalized():
         _mpi.MPI.Finalize()
 
@@ -191,5 +234,7 @@ def default_grid():
     return context().grid
 
 
+@command
 def set_default_grid(grid) -> None:
+    """Make ``grid`` the grid arrays go on when none is given (on every rank)."""
     context().grid = grid

@@ -65,7 +65,11 @@ class Grid:
             raise ValueError(f"grid axis names {names} repeat a name")
         self.shape = shape
         self.names = names
-        self._comms: dict[tuple[str, ...], Comm] = {}
+        # Grids of the same shape and names over one world share their communicators,
+        # so a grid rebuilt from its description (client-server messages) splits nothing
+        # again and every rank makes the same collective splits in the same order.
+        shared = comm.__dict__.setdefault("_grid_comms", {})
+        self._comms: dict[tuple[str, ...], Comm] = shared.setdefault((shape, names), {})
 
     @classmethod
     def virtual(cls, shape: Sequence[int], names: Sequence[str] | None = None,

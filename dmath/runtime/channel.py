@@ -1,0 +1,135 @@
+"""The control channel between the client (rank 0) and the servers (other ranks).
+
+Every command is one non-blocking broadcast of a fixed ``FRAME``-byte buffer:
+a 16-byte header ``(payload length, flags, sequence number)`` and the first
+bytes of the payload; a longer payload follows in a second broadcast. Servers
+wait for the next frame by polling (``Test``) with a back-off to short sleeps,
+so idle servers do not burn a core.
+
+Errors travel the other way: a server whose command failed sends the detail
+to rank 0 at once (non-blocking point-to-point, tag ``ERROR_TAG``) and keeps a
+running count; ``status()`` gathers the counts on rank 0, which then receives
+exactly the details it has not seen. A frame with the ``SYNC`` flag asks every
+server to take part in that gather right after the command.
+
+All of it runs on a private duplicate of the world communicator, so control
+messages never match data collectives.
+"""
+from __future__ import annotations
+
+import struct
+import time
+
+import numpy as np
+
+from .mpi import MPI
+
+FRAME = 2048
+_HEADER = struct.Struct("<IIQ")          # payload length, flags, sequence number
+ROOM = FRAME - _HEADER.size
+
+SYNC = 1        # gather error counts after this command
+STOP = 2        # servers leave their loop
+ERROR_TAG = 0x7E57
+
+# Servers: spin on Test for this long after a frame, then sleep between polls
+# (doubling from SLEEP_MIN up to SLEEP_MAX) so an idle session costs no CPU.
+SPIN_S = 0.05
+SLEEP_MIN, SLEEP_MAX = 20e-6, 2e-3
+
+
+class Channel:
+    """Rank 0's and the servers' ends of the command broadcast and error reports."""
+
+    def __init__(self, world: "MPI.Intracomm"):
+        self.mpi = world.Dup()
+        self.rank = self.mpi.Get_rank()
+        self.size = self.mpi.Get_size()
+        self._frame = bytearray(FRAME)
+        self._frame_np = np.frombuffer(self._frame, np.uint8)
+        self._count = np.zeros(1, np.int64)
+        self._counts = np.zeros(self.size, np.int64)
+        self.frames = 0
+        self.bytes = 0
+        # server side: error reports sent and not yet completed
+        self.errors_sent = 0
+        self._pending: list = []
+        # client side: error reports received, per rank and in all
+        self._seen = np.zeros(self.size, np.int64)
+        self._seen_bytes = self._seen.tobytes()
+
+    # -- commands: rank 0 -> everyone ------------------------------------------------
+    def send(self, seq: int, flags: int, payload) -> None:
+        """Rank 0: broadcast one command (``payload``: bytes-like)."""
+        n = len(payload)
+        _HEADER.pack_into(self._frame, 0, n, flags, seq)
+        head = min(n, ROOM)
+        self._frame[_HEADER.size:_HEADER.size + head] = payload[:head]
+        self.mpi.Ibcast(self._frame_np, root=0).Wait()
+        if n > ROOM:
+            self.mpi.Bcast(np.frombuffer(payload, np.uint8)[ROOM:].copy(), root=0)
+        self.frames += 1
+        self.bytes += FRAME + max(0, n - ROOM)
+
+    def receive(self, idle=None) -> tuple[int, int, memoryview]:
+        """Servers: wait for the next command; returns (seq, flags, payload).
+
+        ``idle()`` is called now and then while waiting (a liveness check)."""
+        req = self.mpi.Ibcast(self._frame_np, root=0)
+        start = time.perf_counter()
+        sleep = SLEEP_MIN
+        polls = 0
+        while not req.Test():
+            polls += 1
+            if polls < 64 or time.perf_counter() - start < SPIN_S:
+                continue
+            time.sleep(sleep)
+            sleep = min(2 * sleep, SLEEP_MAX)
+            if idle is not None and polls % 256 == 0:
+                idle()
+        n, flags, seq = _HEADER.unpack_from(self._frame, 0)
+        if n <= ROOM:
+            payload = memoryview(self._frame)[_HEADER.size:_HEADER.size + n]
+        else:
+            rest = np.empty(n - ROOM, np.uint8)
+            self.mpi.Bcast(rest, root=0)
+            payload = memoryview(bytes(self._frame[_HEADER.size:]) + rest.tobytes())
+        self.frames += 1
+        self.bytes += FRAME + max(0, n - ROOM)
+        self._reap()
+        return seq, flags, payload
+
+    # -- errors: servers -> rank 0 ---------------------------------------------------
+    def report(self, detail: dict) -> None:
+        """Server: send one failure's detail to rank 0 (does not wait)."""
+        self._pending.append(self.mpi.isend(detail, dest=0, tag=ERROR_TAG))
+        self.errors_sent += 1
+
+    def _reap(self) -> None:
+        if self._pending:
+            self._pending = [r for r in self._pending if not r.Test()]
+
+    def gather_status(self) -> list[dict]:
+        """Collective: on rank 0, the details of every failure not seen yet (sorted
+        by sequence number); ``[]`` on the servers and when nothing failed."""
+        self._count[0] = self.errors_sent
+        self.mpi.Gather(self._count, self._counts if self.rank == 0 else None, root=0)
+        if self.rank != 0 or self._counts.tobytes() == self._seen_bytes:
+            return []                                 # the usual case: nothing new
+        details = []
+        for r in np.flatnonzero(self._counts != self._seen):
+            for _ in range(int(self._counts[r] - self._seen[r])):
+                details.append(self.mpi.recv(source=int(r), tag=ERROR_TAG))
+            self._seen[r] = self._counts[r]
+        self._seen_bytes = self._seen.tobytes()
+        return sorted(details, key=lambda d: (d["seq"], d["rank"]))
+
+    def error_waiting(self) -> bool:
+        """Rank 0: has a server reported a failure that was not collected yet?"""
+        return self.mpi.Iprobe(source=MPI.ANY_SOURCE, tag=ERROR_TAG)
+
+    def free(self) -> None:
+        for r in self._pending:
+            r.Wait()
+        self._pending = []
+        self.mpi.Free()

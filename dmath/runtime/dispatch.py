@@ -1,0 +1,505 @@
+"""Client-server dispatch: one decorator turns an SPMD function into a command.
+
+Every public op is written once, as an SPMD function over local pieces plus
+collectives, and decorated with ``@command``. What the decorator does depends
+on where it runs:
+
+=======================================  ============================================
+SPMD mode, a server rank, or a call      call the function (cost: one global read)
+nested inside a running command
+rank 0 in client-server mode             send ``(name, args, kwargs, frees)`` to the
+                                         servers as one small message, then run the
+                                         same function on rank 0's own pieces
+=======================================  ============================================
+
+In a message, a ``DArray`` travels as its handle (an int) and a ``Grid`` as its
+shape and axis names; everything else is pickled (protocol 5). Each rank keeps
+the arrays a command returns under the same handle, ``(seq << 20) | i`` for
+the i-th array of command ``seq``, so no counter can drift. Rank 0's arrays
+are the handles: when one is garbage collected its handle is queued and the
+servers drop their pieces with the next command (batched, no extra message).
+
+Errors. Every rank runs every command; a server whose command raised sends
+rank 0 the detail (rank, type, message, traceback) at once and carries on.
+``DMATH_ERRORS`` picks when rank 0 looks:
+
+* ``eager`` (default): after every command all ranks meet in one tiny gather
+  (8 bytes a rank), so an error is raised by the call that failed;
+* ``lazy``: rank 0 checks for waiting reports (``Iprobe``) before each command
+  and meets the servers only at synchronisation points (commands that return
+  host data, ``dmath.sync()``, shutdown); an error is raised there, naming the
+  command that failed. Faster for streams of tiny ops.
+
+An exception raised by rank 0 itself (argument checks raise the same error
+on every rank) is re-raised as it is, once the servers' outcomes are
+collected; a failure only on servers raises ``RemoteError`` on rank 0, which
+is also an instance of the remote exception's type when that type is
+importable (``except ValueError`` still works). The session stays usable.
+
+A server that fails before a collective rank 0 is waiting in would leave
+rank 0 blocked for ever; a watchdog thread on rank 0 notices a failure
+report waiting while the current command runs longer than
+``DMATH_HANG_TIMEOUT`` seconds (default 30) and aborts the job with the
+remote traceback instead of hanging.
+"""
+from __future__ import annotations
+
+import copyreg
+import functools
+import io
+import os
+import pickle
+import sys
+import threading
+import time
+import weakref
+from typing import Any, Callable
+
+from .channel import ERROR_TAG, STOP, SYNC, Channel
+
+__all__ = ["RemoteError", "command", "CommandTable", "register_handle_type", "sync",
+           "is_client", "lookup", "handles_in"]
+
+_ID_BITS = 20
+
+# The one flag the fast path reads: the Client on rank 0 in client-server mode
+# while no command runs there; None everywhere else (SPMD, servers, nested calls).
+_client: "Client | None" = None
+_session: "Client | None" = None      # the same Client, also while a command runs
+
+_COMMANDS: dict[str, Callable] = {}
+_HANDLE_TYPES: dict[type, Callable] = {}
+
+
+class RemoteError(RuntimeError):
+    """A command failed on other ranks than rank 0.
+
+    ``errors``: one dict per failing rank (``rank``, ``seq``, ``command``,
+    ``type``, ``message``, ``traceback``); ``rank``, ``command``,
+    ``remote_type``, ``remote_traceback`` describe the first."""
+
+    def __init__(self, errors: list[dict], earlier: bool = False):
+        self.errors = errors
+        first = errors[0]
+        self.rank = first["rank"]
+        self.seq = first["seq"]
+        self.command = first["command"]
+        self.remote_type = first["type"]
+        self.remote_message = first["message"]
+        self.remote_traceback = first["traceback"]
+        same = [e["rank"] for e in errors if e["seq"] == first["seq"]]
+        others = f" (and rank{'s' if len(same) > 2 else ''} " \
+                 f"{', '.join(map(str, same[1:]))})" if len(same) > 1 else ""
+        when = "an earlier command, " if earlier else ""
+        later = len({e["seq"] for e in errors}) - 1
+        tail = f"\n({later} later command{'s' if later > 1 else ''} failed too, " \
+               "most likely because of this one)" if later else ""
+        super().__init__(f"{when}{first['command']} (#{first['seq']}), failed on rank "
+                         f"{first['rank']}{others}: {first['type']}: {first['message']}{tail}"
+                         f"\n--- traceback on rank {first['rank']} ---\n"
+                         f"{first['traceback'].rstrip()}")
+
+    def __reduce__(self):
+        return (RemoteError, (self.errors,))
+
+
+def _remote_error(errors: list[dict], earlier: bool = False) -> RemoteError:
+    """RemoteError, also an instance of the remote type when that can be had."""
+    first = errors[0]
+    cls = _exception_type(first.get("module"), first["type"])
+    if cls is None:
+        return RemoteError(errors, earlier)
+    try:
+        kind = type(f"Remote{cls.__name__}", (RemoteError, cls), {
+            "__init__": RemoteError.__init__, "__str__": RuntimeError.__str__,
+            "__reduce__": RemoteError.__reduce__})
+        return kind(errors, earlier)
+    except TypeError:          # incompatible layouts (e.g. OSError): the plain one
+        return RemoteError(errors, earlier)
+
+
+def _exception_type(module: str | None, qualname: str):
+    mod = sys.modules.get(module or "builtins")
+    obj = mod
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) and issubclass(obj, Exception) else None
+
+
+# -- the registry of commands ------------------------------------------------------------
+def command(fn: Callable | None = None, *, name: str | None = None, sync: bool = False,
+            client_defaults: dict | None = None, client_only: tuple = ()) -> Callable:
+    """Make ``fn`` (an SPMD function) a command: in client-server mode a call on
+    rank 0 runs it on every rank (see the module docstring).
+
+    ``name``: the registry key (default ``module:qualname``; needed for
+    functions made by factories). ``sync``: results are host data, so rank 0
+    meets the servers right after (errors surface at this call in any mode).
+    ``client_defaults``: arguments that, left at None, take these values in
+    client-server mode (e.g. ``{"root": 0}``: host results go to rank 0 only).
+    ``client_only``: arguments that stay on rank 0 (the servers get None),
+    e.g. host data that the function scatters from ``root``."""
+    if fn is None:
+        return functools.partial(command, name=name, sync=sync, client_defaults=client_defaults,
+                                 client_only=client_only)
+    if getattr(fn, "__dmath_command__", None) is not None:
+        return fn
+    key = name or f"{fn.__module__}:{fn.__qualname__}"
+    if "<locals>" in key:
+        raise ValueError(f"command {key}: a function made inside another needs name=")
+    _COMMANDS[key] = fn
+    spec = _Spec(key, fn, sync, client_defaults or {}, tuple(client_only))
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        client = _client
+        if client is None:
+            return fn(*args, **kwargs)
+        return client.call(spec, args, kwargs)
+    wrapper.__dmath_command__ = key
+    return wrapper
+
+
+class _Spec:
+    __slots__ = ("key", "fn", "sync", "defaults", "only", "positions")
+
+    def __init__(self, key, fn, sync, defaults, only):
+        self.key, self.fn, self.sync, self.defaults, self.only = key, fn, sync, defaults, only
+        self.positions = {}
+        if defaults or only:
+            import inspect
+            params = list(inspect.signature(fn).parameters.values())
+            for i, p in enumerate(params):
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                    self.positions[p.name] = i
+            missing = [a for a in (*defaults, *only) if a not in {p.name for p in params}]
+            if missing:
+                raise ValueError(f"command {key}: no parameter named {missing}")
+
+    def arguments(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple, dict]:
+        """(local args, local kwargs, args to send, kwargs to send) in client-server mode."""
+        if not self.positions:
+            return args, kwargs, args, kwargs
+        args, kwargs = list(args), dict(kwargs)
+        for name, value in self.defaults.items():
+            i = self.positions.get(name)
+            if i is not None and i < len(args):
+                if args[i] is None:
+                    args[i] = value
+            elif kwargs.get(name) is None:
+                kwargs[name] = value
+        sargs, skwargs = list(args), dict(kwargs)
+        for name in self.only:
+            i = self.positions.get(name)
+            if i is not None and i < len(sargs):
+                sargs[i] = None
+            elif name in skwargs:
+                skwargs[name] = None
+        return tuple(args), kwargs, tuple(sargs), skwargs
+
+
+def lookup(key: str) -> Callable:
+    """The function registered as ``key``, importing its module if needed."""
+    fn = _COMMANDS.get(key)
+    if fn is None:
+        module = key.partition(":")[0]
+        if module != "__main__":
+            import importlib
+            importlib.import_module(module)
+            fn = _COMMANDS.get(key)
+    if fn is None:
+        raise LookupError(f"command {key} is not known on this rank: define commands in an "
+                          "importable module, or in the script before dmath.init()")
+    return fn
+
+
+class CommandTable(dict):
+    """A dict whose values become commands named ``<prefix>.<key>`` (``OPERATORS``)."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def __setitem__(self, key, fn):
+        super().__setitem__(key, command(fn, name=f"{self.prefix}:{key}"))
+
+    def update(self, *args, **kwargs):
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+
+def register_handle_type(cls: type) -> None:
+    """Objects of ``cls`` (e.g. DArray) travel in messages as handles."""
+    _HANDLE_TYPES[cls] = _reduce_handle
+
+
+def handles_in(result) -> list:
+    """The handle objects in a command's result (nested tuples, lists, dict values)."""
+    out: list = []
+    _collect(result, out)
+    return out
+
+
+def _collect(x, out: list) -> None:
+    t = type(x)
+    if t in _HANDLE_TYPES:
+        out.append(x)
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            _collect(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _collect(y, out)
+
+
+def is_client() -> bool:
+    """True on rank 0 in client-server mode, outside commands."""
+    return _client is not None
+
+
+def check_outside_command(what: str) -> None:
+    """Raise if rank 0 of a client-server session makes ``what`` outside a command
+    (it would exist on rank 0 only, or wait for ranks that never come)."""
+    if _client is not None:
+        raise RuntimeError(f"{what} on rank 0 outside a command: in client-server mode only "
+                           "functions decorated with @dmath.command (or registered in "
+                           "DArray OPERATORS) make arrays; decorate the function that does this")
+
+
+# -- pickling handles ---------------------------------------------------------------------
+def _reduce_handle(obj):
+    h = getattr(obj, "_handle", None)
+    if h is None:
+        raise ValueError(f"{type(obj).__name__} {obj!r} exists on rank 0 only (it was not "
+                         "returned by a command), so the other ranks cannot use it")
+    return (_resolvers()[0], (h,))
+
+
+def _reduce_grid(grid):
+    from .context import world
+    if grid.world is not world():
+        raise ValueError(f"{grid!r} is not over dmath's world communicator; only such grids "
+                         "can be sent to the servers")
+    return (_resolvers()[1], (grid.shape, grid.names))
+
+
+@functools.lru_cache(maxsize=None)
+def _resolvers() -> tuple:
+    from . import server            # imports this module: resolved late, once
+    return server.resolve_handle, server.resolve_grid
+
+
+class _Ref(weakref.ref):
+    __slots__ = ("handle",)
+
+
+class Client:
+    """Rank 0's side of a client-server session."""
+
+    def __init__(self, world, errors: str | None = None):
+        self.channel = Channel(world)
+        self.seq = 0
+        self.eager = (errors or os.environ.get("DMATH_ERRORS", "eager")) != "lazy"
+        self.frees: list[int] = []
+        self._refs: dict[int, _Ref] = {}
+        self._buf = io.BytesIO()
+        self._pickler = pickle.Pickler(self._buf, protocol=5)
+        from .grid import Grid
+        self._pickler.dispatch_table = {**copyreg.dispatch_table, Grid: _reduce_grid,
+                                        **_HANDLE_TYPES}
+        self.busy_since = 0.0
+        self.stopped = False
+        self.broken = ""
+        self.last = ""
+        self.commands = 0
+        self._watchdog: threading.Thread | None = None
+        self.hang_timeout = float(os.environ.get("DMATH_HANG_TIMEOUT", "30"))
+
+    # -- one command --------------------------------------------------------------------
+    def _encode(self, msg) -> memoryview:
+        buf, p = self._buf, self._pickler
+        buf.seek(0)
+        buf.truncate()
+        p.dump(msg)
+        p.clear_memo()               # the memo would keep the arguments alive
+        return buf.getbuffer()
+
+    def call(self, spec: _Spec, args: tuple, kwargs: dict):
+        global _client
+        ch = self.channel
+        if self.broken:
+            raise RuntimeError(f"this dmath session is unusable: rank 0 left a command early "
+                               f"({self.broken}); the other ranks may be waiting in it. "
+                               "Restart the session.")
+        if not self.eager and ch.error_waiting():
+            self._raise(self._status(None), earlier=True)
+        self.last = spec.key
+        largs, lkwargs, sargs, skwargs = spec.arguments(args, kwargs)
+        frees, self.frees = self.frees, []
+        payload = self._encode((spec.key, sargs, skwargs, frees))
+        self.seq += 1
+        seq = self.seq
+        sync = spec.sync or self.eager
+        ch.send(seq, SYNC if sync else 0, payload)
+        del payload
+        self.commands += 1
+        _client = None
+        self.busy_since = time.monotonic()
+        try:
+            result = spec.fn(*largs, **lkwargs)
+        except BaseException as exc:
+            _client = self
+            self.busy_since = 0.0
+            self._after_failure(exc, seq, sync)
+            raise
+        _client = self
+        self.busy_since = 0.0
+        self._register(result, seq)
+        if sync:
+            errors = ch.gather_status()
+            if errors:
+                self._raise(errors)
+        elif not _is_handles(result):
+            self._raise_if(self._status(None))
+        return result
+
+    def _register(self, result, seq: int) -> None:
+        hs = handles_in(result)
+        i = 0
+        for obj in hs:
+            if getattr(obj, "_handle", None) is None:
+                h = (seq << _ID_BITS) | i
+                i += 1
+                obj._handle = h
+                ref = _Ref(obj, self._dead)
+                ref.handle = h
+                self._refs[h] = ref
+        if i >> _ID_BITS:
+            raise RuntimeError(f"a command returned {i} arrays; at most {1 << _ID_BITS}")
+
+    def _dead(self, ref: _Ref) -> None:
+        self._refs.pop(ref.handle, None)
+        self.frees.append(ref.handle)
+
+    # -- errors ---------------------------------------------------------------------------
+    def _status(self, discard: int | None) -> list[dict]:
+        """Ask every server for its failures since the last look (a message + a gather)."""
+        self.seq += 1
+        frees, self.frees = self.frees, []
+        self.channel.send(self.seq, SYNC, self._encode((None, discard, None, frees)))
+        return self.channel.gather_status()
+
+    def _after_failure(self, exc: BaseException, seq: int, sync: bool) -> None:
+        """Rank 0's own call raised: collect the servers' outcomes, drop what they made."""
+        if not isinstance(exc, Exception):
+            # Interrupted (Ctrl-C) or exiting: the servers may be inside a collective
+            # rank 0 will never join, so waiting for them could hang for ever.
+            self.broken = f"{type(exc).__name__} in {self.last} (#{seq})"
+            return
+        errors = self.channel.gather_status() if sync else []   # the command's own gather
+        errors += self._status(seq)
+        mine = (type(exc).__name__, str(exc))
+        other = [e for e in errors if e["seq"] != seq or (e["type"], e["message"]) != mine]
+        if other and hasattr(exc, "add_note"):
+            exc.add_note(str(RemoteError(other)))
+
+    def _raise_if(self, errors: list[dict]) -> None:
+        if errors:
+            self._raise(errors)
+
+    def _raise(self, errors: list[dict], earlier: bool = False):
+        if errors:
+            raise _remote_error(errors, earlier)
+
+    # -- session ------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Meet every server; raise any failure not reported yet."""
+        self._raise_if(self._status(None))
+
+    def stop(self) -> None:
+        """Tell the servers to leave (at finalize / exit); report late failures on stderr."""
+        global _client
+        if self.stopped:
+            return
+        self.stopped = True
+        _client = None
+        if self.broken:              # the servers cannot be reached in order: end the job
+            print(f"dmath: ending the job ({self.broken})", file=sys.stderr, flush=True)
+            self.channel.mpi.Abort(1)
+        try:
+            errors = self._status(None)
+            if errors:
+                print(f"dmath: {RemoteError(errors)}", file=sys.stderr)
+        finally:
+            self.seq += 1
+            self.channel.send(self.seq, STOP, b"")
+            self.channel.free()
+
+    def start_watchdog(self) -> None:
+        if self.hang_timeout <= 0:
+            return
+        self._watchdog = threading.Thread(target=self._watch, name="dmath-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _watch(self) -> None:
+        while not self.stopped:
+            time.sleep(min(1.0, self.hang_timeout / 4))
+            since = self.busy_since
+            if self.stopped or not since or time.monotonic() - since < self.hang_timeout:
+                continue
+            try:
+                waiting = self.channel.error_waiting()
+            except Exception:
+                return
+            if waiting and self.busy_since == since:
+                from .mpi import MPI
+                detail = self.channel.mpi.recv(source=MPI.ANY_SOURCE, tag=ERROR_TAG)
+                print(f"dmath: rank 0 has waited {time.monotonic() - since:.0f} s in a command "
+                      "while another rank reported a failure; it is most likely blocked in a "
+                      "collective the failed rank will not join. Aborting.\n"
+                      f"{RemoteError([detail])}", file=sys.stderr, flush=True)
+                self.channel.mpi.Abort(1)
+
+
+def _is_handles(result) -> bool:
+    if result is None or type(result) in _HANDLE_TYPES:
+        return True
+    if isinstance(result, (tuple, list)):
+        return all(_is_handles(x) for x in result)
+    return False
+
+
+# -- session control ------------------------------------------------------------------------
+def start_client(world, errors: str | None = None) -> Client:
+    """Rank 0 of a client-server session: from now on commands are dispatched."""
+    global _client, _session
+    client = Client(world, errors)
+    client.start_watchdog()
+    _client = _session = client
+    return client
+
+
+def stop_client() -> None:
+    """Rank 0 leaves the session: the servers are told to exit (idempotent)."""
+    global _session
+    client, _session = _session, None
+    if client is not None:
+        client.stop()
+
+
+def sync() -> None:
+    """Wait until every rank has finished the commands sent so far; raise their errors.
+
+    A no-op in SPMD mode."""
+    if _client is not None:
+        _client.sync()
+
+
+def session_stats() -> dict:
+    """Rank 0's command counters: commands sent, frames and bytes on the control
+    channel, live handles, frees waiting to be sent (empty outside client-server mode)."""
+    c = _session
+    if c is None:
+        return {}
+    return {"commands": c.commands, "frames": c.channel.frames, "bytes": c.channel.bytes,
+            "handles": len(c._refs), "pending_frees": len(c.frees)}

@@ -1,0 +1,166 @@
+"""The servers of client-server mode: ranks 1..p-1 run rank 0's commands.
+
+``serve`` loops: receive a command, drop the handles rank 0 freed, look the
+function up by name, resolve the handles in its arguments from ``REGISTRY``,
+run it on this rank's pieces, keep the arrays it returns under their handles
+(numbered as rank 0 numbers them), report a failure to rank 0 and carry on.
+A stop message ends the loop: ``dmath.finalize()`` then ``sys.exit(0)``.
+
+``python -m dmath.runtime.server <parent pid>`` is what ``dmath.init(workers=N)``
+spawns: ``dmath.init()`` there finds the parent, joins its world and serves;
+a thread ends the process if the parent process disappears.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+import time
+import traceback
+
+from .channel import STOP, SYNC, Channel
+from .dispatch import _ID_BITS, handles_in, lookup
+
+REGISTRY: dict[int, object] = {}          # handle -> array (or other handle object)
+_FAILED: dict[int, str] = {}              # seq -> command, of recent failed commands
+_MISSING: list[int] = []                  # handles asked for and not found (this message)
+_GRIDS: dict[tuple, object] = {}
+_STATE = {"seq": 0, "last": (0, ())}
+
+
+class _Missing:
+    def __init__(self, handle: int):
+        self.handle = handle
+
+
+def resolve_handle(handle: int):
+    """Unpickling a handle: the array this rank keeps under it."""
+    obj = REGISTRY.get(handle)
+    if obj is None:
+        _MISSING.append(handle)
+        return _Missing(handle)
+    return obj
+
+
+def resolve_grid(shape: tuple, names: tuple):
+    """Unpickling a grid: this rank's grid of that shape and axis names."""
+    from .context import context
+    from .grid import Grid
+    ctx = context()
+    if ctx.grid is not None and ctx.grid.shape == shape and ctx.grid.names == names:
+        return ctx.grid
+    key = (shape, names)
+    if key not in _GRIDS:
+        _GRIDS[key] = Grid(shape, names, comm=ctx.world)
+    return _GRIDS[key]
+
+
+def _missing_error(rank: int) -> LookupError:
+    h = _MISSING[0]
+    seq, i = h >> _ID_BITS, h & ((1 << _ID_BITS) - 1)
+    if seq in _FAILED:
+        why = f"it was to be made by {_FAILED[seq]} (#{seq}), which failed on this rank"
+    else:
+        why = "it is not held here (freed already?)"
+    return LookupError(f"array #{seq}.{i} is unknown on rank {rank}: {why}")
+
+
+def _register(result, seq: int) -> tuple:
+    made = []
+    i = 0
+    for obj in handles_in(result):
+        if getattr(obj, "_handle", None) is None:
+            h = (seq << _ID_BITS) | i
+            i += 1
+            obj._handle = h
+            REGISTRY[h] = obj
+            made.append(h)
+    return tuple(made)
+
+
+def _discard(seq: int | None) -> None:
+    """Rank 0's own call of command ``seq`` failed: drop what it made here."""
+    last_seq, made = _STATE["last"]
+    if seq is not None and seq == last_seq:
+        for h in made:
+            REGISTRY.pop(h, None)
+        _STATE["last"] = (0, ())
+
+
+def _run_one(ch: Channel, rank: int, seq: int, payload) -> None:
+    key = "?"
+    _MISSING.clear()
+    try:
+        key, args, kwargs, frees = pickle.loads(payload)
+        for h in frees:
+            REGISTRY.pop(h, None)
+        if key is None:                          # a status request (args: seq to discard)
+            _discard(args)
+            return
+        if _MISSING:
+            raise _missing_error(rank)
+        result = lookup(key)(*args, **kwargs)
+        _STATE["last"] = (seq, _register(result, seq))
+    except Exception as exc:
+        _FAILED[seq] = key
+        if len(_FAILED) > 1000:
+            del _FAILED[next(iter(_FAILED))]
+        ch.report({"rank": rank, "seq": seq, "command": key, "type": type(exc).__qualname__,
+                   "module": type(exc).__module__, "message": str(exc),
+                   "traceback": traceback.format_exc()})
+    finally:
+        _MISSING.clear()
+
+
+def serve(ctx) -> None:
+    """Run rank 0's commands until it says stop; then finalize and exit the process."""
+    ch = Channel(ctx.world.mpi)
+    rank = ch.rank
+    while True:
+        seq, flags, payload = ch.receive()
+        if flags & STOP:
+            break
+        _STATE["seq"] = seq
+        _run_one(ch, rank, seq, payload)
+        del payload
+        if flags & SYNC:
+            ch.gather_status()
+    REGISTRY.clear()
+    ch.free()
+    from .context import finalize
+    finalize()
+    sys.exit(0)
+
+
+def stats() -> dict:
+    """This server's registry: handles held, commands run."""
+    return {"handles": len(REGISTRY), "commands": _STATE["seq"]}
+
+
+# -- spawned servers ------------------------------------------------------------------------
+def _watch_parent(pid: int, period: float = 0.5) -> None:
+    def watch():
+        while True:
+            time.sleep(period)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(3)
+            except PermissionError:
+                pass
+    threading.Thread(target=watch, name="dmath-parent-watch", daemon=True).start()
+
+
+def main(argv: list[str]) -> None:
+    """Entry of a spawned server: join the parent's session and serve it."""
+    if argv:
+        _watch_parent(int(argv[0]))
+    from .context import init
+    init()                 # finds the parent, merges, serves; exits when told to stop
+    raise SystemExit("dmath.runtime.server: not started by dmath.init(workers=N)")
+
+
+if __name__ == "__main__":
+    from dmath.runtime import server as _server      # the real module, not this __main__ copy
+    _server.main(sys.argv[1:])
