@@ -1,0 +1,54 @@
+"""Helpers the nn ops share: argument checks, block ranges, partial-sum layouts."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..array import DArray, Layout
+from ..array.distribution import dim_map
+
+
+def pair(v, name: str) -> tuple[int, int]:
+    """``v`` or ``(v, v)`` as a pair of ints (torch's convention for 2-D ops)."""
+    t = (v, v) if isinstance(v, int) else tuple(v)
+    if len(t) != 2 or not all(isinstance(i, int) for i in t):
+        raise ValueError(f"{name} must be an int or a pair of ints, got {v!r}")
+    return t
+
+
+def check_ndim(x: DArray, ndim: int, op: str, what: str) -> None:
+    if not isinstance(x, DArray):
+        raise TypeError(f"{op}: {what} must be a DArray, got {type(x).__name__}")
+    if x.ndim != ndim:
+        raise ValueError(f"{op}: {what} must be {ndim}-D, got shape {x.shape}")
+
+
+def same_grid(op: str, *arrays) -> None:
+    arrays = [a for a in arrays if a is not None]
+    for a in arrays[1:]:
+        if a.grid != arrays[0].grid:
+            raise ValueError(f"{op}: operands are on different grids ({arrays[0].grid!r} and "
+                             f"{a.grid!r})")
+
+
+def block_range(n: int, grid, axes: Sequence[str]) -> tuple[int, int]:
+    """Global range ``[a, b)`` of this rank's balanced block of ``n`` over ``axes``."""
+    if not axes:
+        return 0, n
+    m = dim_map(n, grid.axes_size(axes), None)
+    c = grid.flat_coord(axes)
+    return m.start(c), m.start(c) + int(m.sizes[c])
+
+
+def live_axes(grid, axes: Sequence[str]) -> tuple:
+    """``axes`` without those of size 1 (sums over them need no communication)."""
+    return tuple(a for a in axes if grid.axis_size(a) > 1)
+
+
+def partial(layout: Layout, grid, axes: Sequence[str]) -> Layout:
+    """``layout`` whose values are also partial sums over ``axes`` (size-1 axes dropped)."""
+    return layout.replace(partial=tuple(layout.partial) + live_axes(grid, axes))
+
+
+def finish_grad(g: DArray, layout: Layout, reduce: bool) -> DArray:
+    """A partial-sum gradient summed into ``layout`` (``reduce``) or left partial."""
+    return g.redistribute(layout) if reduce else g

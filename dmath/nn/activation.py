@@ -1,0 +1,139 @@
+"""Pointwise ops: ReLU, GELU, dropout, bias add -- forward and backward.
+
+All keep x's layout and run on local pieces. ReLU/GELU/dropout need no
+communication at all; ``bias_add`` reduces db over the axes sharding the
+non-channel dims (one all-reduce, or a partial sum with ``reduce=False``).
+
+Dropout's mask depends only on (seed, global element index): the counter
+hash of ``dmath.random`` applied to each element's global flat index, so the
+same seed drops the same elements whatever the layout or rank count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..array import DArray, Layout, global_indices
+from ..ops import random as _random
+from ._common import finish_grad, partial, same_grid
+
+_aten = torch.ops.aten
+
+
+def _full(x: DArray) -> DArray:
+    """x with partial sums reduced (pointwise non-linear ops need true values)."""
+    return x.redistribute(x.layout.without_partial()) if x.layout.partial else x
+
+
+def _like(x: DArray, local: torch.Tensor) -> DArray:
+    return DArray(local, x.shape, x.layout, x.grid)
+
+
+# -- ReLU / GELU -------------------------------------------------------------------
+def relu_forward(x: DArray) -> tuple[DArray, DArray]:
+    """y = max(x, 0); the ctx is y itself."""
+    x = _full(x)
+    y = _like(x, torch.relu(x.local))
+    return y, y
+
+
+def relu_backward(dy: DArray, ctx: DArray) -> DArray:
+    """dx = dy where y > 0 (torch's ``threshold_backward``)."""
+    g = dy.redistribute(ctx.layout).local
+    return _like(ctx, _aten.threshold_backward(g, ctx.local, 0))
+
+
+@dataclass
+class GeluCtx:
+    x: DArray
+    approximate: str
+
+
+def gelu_forward(x: DArray, approximate: str = "none") -> tuple[DArray, GeluCtx]:
+    """y = GELU(x) (``approximate="tanh"`` for the tanh form)."""
+    x = _full(x)
+    return _like(x, F.gelu(x.local, approximate=approximate)), GeluCtx(x, approximate)
+
+
+def gelu_backward(dy: DArray, ctx: GeluCtx) -> DArray:
+    g = dy.redistribute(ctx.x.layout).local
+    return _like(ctx.x, _aten.gelu_backward(g, ctx.x.local, approximate=ctx.approximate))
+
+
+# -- dropout ----------------------------------------------------------------------
+def dropout_mask(shape, layout: Layout, grid, p: float, seed: int | None,
+                 dtype: torch.dtype) -> torch.Tensor:
+    """This rank's piece of the global mask ``keep / (1 - p)``; an element is kept
+    when the hash of (seed, its global flat index) is >= p."""
+    key = _random._key(seed)
+    idx = _random._flat_index(global_indices(shape, layout, grid), tuple(shape))
+    keep = _random._uniform01(idx, key) >= p
+    return keep.to(dtype) * (1.0 / (1.0 - p))
+
+
+@dataclass
+class DropoutCtx:
+    layout: Layout
+    mask: torch.Tensor | None   # this rank's keep/(1-p); None when nothing drops
+
+
+def dropout_forward(x: DArray, p: float = 0.5, *, seed: int | None = None,
+                    training: bool = True) -> tuple[DArray, DropoutCtx]:
+    """Zero each element with probability ``p``, scale the rest by 1/(1-p).
+
+    ``seed=None`` takes the next stream of the session seed (``dmath.random.seed``),
+    the same on every rank."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    x = _full(x)
+    if not training or p == 0.0:
+        return x, DropoutCtx(x.layout, None)
+    mask = dropout_mask(x.shape, x.layout, x.grid, p, seed, x.dtype)
+    return _like(x, x.local * mask), DropoutCtx(x.layout, mask)
+
+
+def dropout_backward(dy: DArray, ctx: DropoutCtx) -> DArray:
+    """dx = dy * mask."""
+    dy = _full(dy.redistribute(ctx.layout))
+    return dy if ctx.mask is None else _like(dy, dy.local * ctx.mask)
+
+
+# -- bias add ---------------------------------------------------------------------
+@dataclass
+class BiasCtx:
+    x_layout: Layout
+    b_layout: Layout
+    grid: object
+    shape: tuple
+
+
+def _bias_view(b: torch.Tensor, ndim: int) -> torch.Tensor:
+    return b.view((1, -1) + (1,) * (ndim - 2))
+
+
+def bias_add_forward(x: DArray, b: DArray) -> tuple[DArray, BiasCtx]:
+    """y = x + b along dim 1 (channels of NCHW, features of (N, F))."""
+    same_grid("bias_add", x, b)
+    if b.ndim != 1 or x.ndim < 2 or b.shape[0] != x.shape[1]:
+        raise ValueError(f"bias_add: b {b.shape} does not match dim 1 of x {x.shape}")
+    x = _full(x)
+    br = b.redistribute(Layout(x.layout.dims[1]))
+    y = _like(x, x.local + _bias_view(br.local, x.ndim))
+    return y, BiasCtx(x.layout, b.layout, x.grid, x.shape)
+
+
+def bias_add_backward(dy: DArray, ctx: BiasCtx, *, reduce: bool = True) -> tuple[DArray, DArray]:
+    """(dx, db): dx = dy; db = dy summed over every dim but 1 (and over ranks)."""
+    dy = _full(dy.redistribute(ctx.x_layout))
+    dims = [0] + list(range(2, dy.ndim))
+    axes = tuple(a for i in dims for a in ctx.x_layout.dims[i].axes)
+    lay = Layout(ctx.x_layout.dims[1])
+    db = DArray(dy.local.sum(dims), (ctx.shape[1],), partial(lay, ctx.grid, axes), ctx.grid)
+    return dy, finish_grad(db, ctx.b_layout, reduce)
+
+
+__all__ = ["BiasCtx", "DropoutCtx", "GeluCtx", "bias_add_backward", "bias_add_forward", "dropout_backward",
+           "dropout_forward", "dropout_mask", "gelu_backward", "gelu_forward", "relu_backward",
+           "relu_forward"]

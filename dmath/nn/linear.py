@@ -1,0 +1,117 @@
+"""Fully connected layer ``y = x @ w.T + b``, forward and backward, on any layouts.
+
+x (N, Din), w (Dout, Din), b (Dout,). The three products
+
+    y  = x  @ w.T      (N, Dout)
+    dx = dy @ w        (N, Din)
+    dw = dy.T @ x      (Dout, Din)
+
+all go through ``matmul`` below, so the usual layouts need no communication
+beyond what their algorithm implies:
+
+=========================  =============  ============  ===========================
+layout (x ; w)             y              dx            dw
+=========================  =============  ============  ===========================
+data:   x[S,R] ; w[R,R]    [S,R] local    [S,R] local   partial over S: all-reduce
+column: x[R,R] ; w[S,R]    [R,S] local    partial: all-reduce  [S,R] local
+row:    x[R,S] ; w[R,S]    partial: all-reduce  [R,S] local  [R,S] local
+=========================  =============  ============  ===========================
+
+``matmul`` is the one place that multiplies DArrays here: it hands the
+product to ``dmath.linalg.matmul`` (which picks the GEMM algorithm), asking
+for the output layout of the table (``product_layout``), partial sums
+included, so the layer decides when and how they are reduced.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..array import DArray, Dim, Layout
+from ..linalg import matmul as _linalg_matmul
+from ._common import check_ndim, finish_grad, live_axes, same_grid
+
+
+def product_layout(a: DArray, b: DArray) -> Layout:
+    """Layout of a (m, k) @ b (k, n) that needs no traffic beyond aligning k:
+    ``[a's m dim, b's n dim, partial over k's axes]`` -- the n dim replicated if
+    it shares an axis with m or k (k taken from a, else from b)."""
+    k = a.layout.dims[1] if a.layout.dims[1].axes else b.layout.dims[0]
+    m = a.layout.dims[0]
+    m = Dim() if set(m.axes) & set(k.axes) else m
+    n = b.layout.dims[1]
+    n = Dim() if set(n.axes) & (set(k.axes) | set(m.axes)) else n
+    return Layout(m, n, partial=live_axes(a.grid, k.axes))
+
+
+def matmul(a: DArray, b: DArray) -> DArray:
+    """a @ b for 2-D DArrays through ``dmath.linalg.matmul``, asking for
+    ``product_layout`` (partial sums stay partial for the caller to reduce)."""
+    a = a.redistribute(a.layout.without_partial())
+    b = b.redistribute(b.layout.without_partial())
+    return _linalg_matmul(a, b, out_layout=product_layout(a, b))
+
+
+@dataclass
+class LinearCtx:
+    x: DArray
+    w: DArray
+    x_layout: Layout
+    w_layout: Layout
+    b_layout: Layout | None
+    y_layout: Layout
+
+
+def linear_forward(x: DArray, w: DArray, b: DArray | None = None) -> tuple[DArray, LinearCtx]:
+    """``torch.nn.functional.linear``: y = x @ w.T + b, y summed (no partial axes)."""
+    check_ndim(x, 2, "linear", "x")
+    check_ndim(w, 2, "linear", "w")
+    same_grid("linear", x, w, b)
+    if x.shape[1] != w.shape[1] or (b is not None and b.shape != (w.shape[0],)):
+        raise ValueError(f"linear: x {x.shape}, w {w.shape}, b {None if b is None else b.shape} "
+                         "do not fit y = x @ w.T + b")
+    y = matmul(x, w.T)
+    y = y.redistribute(y.layout.without_partial())
+    if b is not None:
+        br = b.redistribute(Layout(y.layout.dims[1]))
+        y = DArray(y.local + br.local, y.shape, y.layout, y.grid)
+    ctx = LinearCtx(x, w, x.layout, w.layout, None if b is None else b.layout, y.layout)
+    return y, ctx
+
+
+def linear_backward(dy: DArray, ctx: LinearCtx, *,
+                    reduce: bool = True) -> tuple[DArray, DArray, DArray | None]:
+    """(dx, dw, db); dx in x's layout, dw/db in w's/b's (or partial: ``reduce=False``)."""
+    dy = dy.redistribute(ctx.y_layout)
+    dx = matmul(dy, ctx.w).redistribute(ctx.x_layout)
+    dw = matmul(dy.T, ctx.x)
+    dw = finish_grad(dw, ctx.w_layout, reduce)
+    db = None
+    if ctx.b_layout is not None:
+        axes = live_axes(dy.grid, ctx.y_layout.dims[0].axes)
+        db = DArray(dy.local.sum(0), (dy.shape[1],), Layout(ctx.y_layout.dims[1], partial=axes),
+                    dy.grid)
+        db = finish_grad(db, ctx.b_layout, reduce)
+    return dx, dw, db
+
+
+def flatten_forward(x: DArray) -> tuple[DArray, tuple]:
+    """(N, ...) -> (N, prod(...)): x gathered to [batch, R, ...] and reshaped locally."""
+    xr = x.redistribute(Layout(x.layout.without_partial().dims[0]))
+    lay = Layout(xr.layout.dims[0], Dim())
+    y = DArray(xr.local.reshape(xr.local.shape[0], -1), (x.shape[0], math.prod(x.shape[1:])),
+               lay, x.grid)
+    return y, (x.shape, x.layout, xr.layout)
+
+
+def flatten_backward(dy: DArray, ctx: tuple) -> DArray:
+    shape, given, used = ctx
+    g = dy.redistribute(Layout(used.dims[0]))
+    return DArray(g.local.reshape((g.local.shape[0],) + tuple(shape[1:])), shape, used,
+                  dy.grid).redistribute(given)
+
+
+__all__ = ["LinearCtx", "flatten_backward", "flatten_forward", "linear_backward",
+           "linear_forward", "matmul", "product_layout"]

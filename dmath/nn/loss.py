@@ -1,0 +1,145 @@
+"""Losses and their reductions: softmax cross-entropy, mean squared error.
+
+Reductions (``reduction=``): ``"none"`` keeps the per-sample (per-element)
+losses in their layout; ``"sum"`` and ``"mean"`` give a 0-d array replicated
+on every rank (one all-reduce over the axes sharding the losses, through
+``dmath.sum``); ``"mean"`` divides by the global count.
+
+Softmax cross-entropy takes logits (N, K) with N and K sharded any way: with
+K sharded over some axes (class-parallel logits), the row max is one
+all-reduce(max) over them and the exp-sums and target logits one
+all-reduce(sum), so no rank ever holds a whole row.
+
+    lse_i = m_i + log sum_k exp(x_ik - m_i);   loss_i = lse_i - x_{i, t_i}
+    dlogits_ik = (softmax_ik - [k == t_i]) * dloss_i
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..array import DArray, Layout, global_indices
+from ..ops import full, reductions
+from ._common import check_ndim, live_axes, same_grid
+
+REDUCTIONS = ("none", "sum", "mean")
+
+
+@dataclass
+class ReduceCtx:
+    reduction: str
+    shape: tuple
+    layout: Layout
+    grid: object
+
+
+def reduce_loss_forward(losses: DArray, reduction: str = "mean") -> tuple[DArray, ReduceCtx]:
+    """``losses`` summed / averaged over every element (or left as they are)."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    ctx = ReduceCtx(reduction, losses.shape, losses.layout, losses.grid)
+    if reduction == "none":
+        return losses, ctx
+    out = reductions.sum(losses) if reduction == "sum" else reductions.mean(losses)
+    return out, ctx
+
+
+def reduce_loss_backward(dloss: "DArray | float | None", ctx: ReduceCtx) -> DArray:
+    """d(losses) for ``dloss`` = dL/d(reduced loss) (a number or 0-d array; None = 1)."""
+    if ctx.reduction == "none":
+        if not isinstance(dloss, DArray):
+            raise TypeError("reduction='none' needs dloss as an array of the losses' shape")
+        return dloss.redistribute(ctx.layout)
+    g = 1.0 if dloss is None else float(dloss.item() if isinstance(dloss, DArray) else dloss)
+    if ctx.reduction == "mean":
+        g /= max(1, math.prod(ctx.shape))
+    return full(ctx.shape, g, dtype=torch.float64, layout=ctx.layout, grid=ctx.grid)
+
+
+@dataclass
+class CrossEntropyCtx:
+    logits_layout: Layout
+    shape: tuple
+    grid: object
+    probs: torch.Tensor
+    hit: torch.Tensor
+    reduce: ReduceCtx
+
+
+def _acc(t: torch.dtype) -> torch.dtype:
+    return torch.float64 if t == torch.float64 else torch.float32
+
+
+def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str = "mean"
+                                  ) -> tuple[DArray, CrossEntropyCtx]:
+    """``torch.nn.functional.cross_entropy(logits, target)`` for logits (N, K) and
+    integer class indices target (N,)."""
+    check_ndim(logits, 2, "softmax_cross_entropy", "logits")
+    check_ndim(target, 1, "softmax_cross_entropy", "target")
+    same_grid("softmax_cross_entropy", logits, target)
+    if target.shape[0] != logits.shape[0]:
+        raise ValueError(f"softmax_cross_entropy: target {target.shape} does not match logits "
+                         f"{logits.shape}")
+    logits = logits.redistribute(logits.layout.without_partial())
+    grid = logits.grid
+    rows = Layout(logits.layout.dims[0])
+    t = target.redistribute(rows).local.to(torch.int64)
+    x = logits.local.to(_acc(logits.dtype))
+    comm = None
+    kaxes = live_axes(grid, logits.layout.dims[1].axes)
+    if kaxes:
+        comm = grid.comm(kaxes)
+    m = x.amax(1) if x.shape[1] else x.new_full((x.shape[0],), float("-inf"))
+    if comm is not None:
+        m = comm.allreduce(m, "max")
+    e = torch.exp(x - m[:, None])
+    cols = torch.from_numpy(global_indices(logits.shape, logits.layout, grid)[1]).to(x.device)
+    hit = cols[None, :] == t[:, None]
+    st = torch.stack([e.sum(1), torch.where(hit, x, torch.zeros_like(x)).sum(1)])
+    if comm is not None:
+        st = comm.allreduce(st, "sum")
+    s, tl = st[0], st[1]
+    per = DArray(m + torch.log(s) - tl, (logits.shape[0],), rows.resolve(grid, 1), grid)
+    loss, rctx = reduce_loss_forward(per, reduction)
+    ctx = CrossEntropyCtx(logits.layout, logits.shape, grid, e / s[:, None], hit, rctx)
+    return loss, ctx
+
+
+def softmax_cross_entropy_backward(dloss: "DArray | float | None",
+                                   ctx: CrossEntropyCtx) -> DArray:
+    """dlogits in the logits' layout."""
+    rows = Layout(ctx.logits_layout.dims[0])
+    d = reduce_loss_backward(dloss, ctx.reduce).redistribute(rows).local
+    g = (ctx.probs - ctx.hit.to(ctx.probs.dtype)) * d.to(ctx.probs.dtype)[:, None]
+    return DArray(g, ctx.shape, ctx.logits_layout, ctx.grid)
+
+
+@dataclass
+class MSECtx:
+    diff: DArray
+    reduce: ReduceCtx
+
+
+def mse_loss_forward(x: DArray, target: DArray, reduction: str = "mean") -> tuple[DArray, MSECtx]:
+    """``torch.nn.functional.mse_loss``: (x - target)^2, reduced."""
+    same_grid("mse_loss", x, target)
+    if x.shape != target.shape:
+        raise ValueError(f"mse_loss: x {x.shape} and target {target.shape} differ")
+    x = x.redistribute(x.layout.without_partial())
+    diff = DArray(x.local - target.redistribute(x.layout).local, x.shape, x.layout, x.grid)
+    sq = DArray(diff.local.square(), x.shape, x.layout, x.grid)
+    loss, rctx = reduce_loss_forward(sq, reduction)
+    return loss, MSECtx(diff, rctx)
+
+
+def mse_loss_backward(dloss: "DArray | float | None", ctx: MSECtx) -> DArray:
+    d = reduce_loss_backward(dloss, ctx.reduce).redistribute(ctx.diff.layout).local
+    return DArray(2 * ctx.diff.local * d.to(ctx.diff.dtype), ctx.diff.shape, ctx.diff.layout,
+                  ctx.diff.grid)
+
+
+__all__ = ["CrossEntropyCtx", "MSECtx", "REDUCTIONS", "ReduceCtx", "mse_loss_backward",
+           "mse_loss_forward", "reduce_loss_backward", "reduce_loss_forward",
+           "softmax_cross_entropy_backward", "softmax_cross_entropy_forward"]

@@ -1,0 +1,279 @@
+"""Layer objects over the functional ops: parameters, forward, explicit backward.
+
+    net = Sequential(Conv2d(3, 16, 3, padding=1), ReLU(), MaxPool2d(2), ...)
+    y = net(x)                                   # forward, contexts kept per layer
+    dx = net.backward(dy, reducer=GradReducer()) # dw's reduced as they appear
+    net.collect(reducer)                         # wait; grads land on Param.grad
+
+Each layer keeps only what its functional backward needs. ``compute_dtype``
+(bfloat16 / float16) runs a layer in half precision on float32 master
+weights (``precision``). A ``Conv2d`` with ``layout="auto"`` picks its
+``ConvLayout`` on the first call and stores its weights in that layout.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import ops
+from ..array import DArray, Layout
+from ..runtime import default_grid
+from . import activation, conv, linear, loss, norm, pool
+from ._common import pair
+from .gradsync import GradReducer
+from .precision import Param
+from .strategy import ConvLayout, choose_conv_layout, conv_layout
+
+
+class Module:
+    """Base: ``forward``/``backward`` and the parameters of this layer and its children."""
+
+    compute_dtype: torch.dtype | None = None
+
+    def params(self) -> list[Param]:
+        out = [v for v in vars(self).values() if isinstance(v, Param)]
+        for c in self.children():
+            out += c.params()
+        return out
+
+    def children(self) -> list["Module"]:
+        return []
+
+    def __call__(self, x: DArray) -> DArray:
+        return self.forward(x)
+
+    def forward(self, x: DArray) -> DArray:
+        raise NotImplementedError
+
+    def backward(self, dy: DArray, reducer: GradReducer | None = None) -> DArray:
+        raise NotImplementedError
+
+    def _grad(self, p: Param, g: DArray | None, reducer: GradReducer | None) -> None:
+        """Reduce ``g`` now (no reducer) or queue it (collected by ``collect``)."""
+        if g is None:
+            return
+        if reducer is None:
+            p.accept_grad(g)
+        else:
+            p._ticket = reducer.add(g)
+
+    def collect(self, reducer: GradReducer) -> None:
+        """Wait for ``reducer`` and put each summed gradient on its ``Param.grad``."""
+        grads = reducer.wait()
+        for p in self.params():
+            t = getattr(p, "_ticket", None)
+            if t is not None:
+                p.accept_grad(grads[t])
+                p._ticket = None
+
+    def set_compute_dtype(self, dtype: torch.dtype | None) -> "Module":
+        self.compute_dtype = dtype
+        for c in self.children():
+            c.set_compute_dtype(dtype)
+        return self
+
+    def _in(self, x: DArray) -> DArray:
+        return x if self.compute_dtype is None else x.astype(self.compute_dtype)
+
+
+def _uniform(shape, bound: float, seed: int | None, grid, dtype) -> DArray:
+    return ops.random.uniform(shape, -bound, bound, seed=seed, dtype=dtype, grid=grid)
+
+
+class Conv2d(Module):
+    def __init__(self, cin: int, cout: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, *, layout: "str | ConvLayout" = "auto",
+                 grid=None, dtype=torch.float32, seed: int | None = None):
+        grid = default_grid() if grid is None else grid
+        k = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        bound = 1.0 / math.sqrt(cin // groups * k[0] * k[1])
+        self.w = Param(_uniform((cout, cin // groups) + k, bound, seed, grid, dtype), "weight")
+        self.b = Param(_uniform((cout,), bound, None if seed is None else seed + 1, grid, dtype),
+                       "bias") if bias else None
+        self.args = (stride, padding, dilation, groups)
+        self.layout, self.grid, self._ctx = layout, grid, None
+
+    def _fix_layout(self, x: DArray) -> ConvLayout:
+        if not isinstance(self.layout, ConvLayout):
+            if self.layout == "auto":
+                stride, padding, dilation, _ = self.args
+                s, p, d = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+                wins = conv._windows(self.w.master.shape, s, p, d)
+                self.layout = choose_conv_layout(x.shape, self.w.master.shape, self.grid, wins,
+                                                 itemsize=x.dtype.itemsize)
+            else:
+                self.layout = conv_layout(self.layout, self.grid)
+            self.w.set_master(self.w.master.redistribute(self.layout.weight_layout))
+            if self.b is not None:
+                self.b.set_master(self.b.master.redistribute(self.layout.weight_layout))
+        return self.layout
+
+    def forward(self, x):
+        lay = self._fix_layout(x)
+        b = None if self.b is None else self.b.compute(self.compute_dtype)
+        y, self._ctx = conv.conv2d_forward(self._in(x), self.w.compute(self.compute_dtype), b,
+                                           *self.args, layout=lay)
+        return y
+
+    def backward(self, dy, reducer=None):
+        dx, dw, db = conv.conv2d_backward(dy, self._ctx, reduce=reducer is None)
+        self._ctx = None
+        self._grad(self.w, dw, reducer)
+        self._grad(self.b, db, reducer) if self.b is not None else None
+        return dx
+
+
+class Linear(Module):
+    def __init__(self, din: int, dout: int, bias: bool = True, *, w_layout: Layout | None = None,
+                 grid=None, dtype=torch.float32, seed: int | None = None):
+        grid = default_grid() if grid is None else grid
+        bound = 1.0 / math.sqrt(din)
+        w = _uniform((dout, din), bound, seed, grid, dtype)
+        self.w = Param(w if w_layout is None else w.redistribute(w_layout), "weight")
+        self.b = Param(_uniform((dout,), bound, None if seed is None else seed + 1, grid, dtype),
+                       "bias") if bias else None
+        self._ctx = None
+
+    def forward(self, x):
+        b = None if self.b is None else self.b.compute(self.compute_dtype)
+        y, self._ctx = linear.linear_forward(self._in(x), self.w.compute(self.compute_dtype), b)
+        return y
+
+    def backward(self, dy, reducer=None):
+        dx, dw, db = linear.linear_backward(dy, self._ctx, reduce=reducer is None)
+        self._ctx = None
+        self._grad(self.w, dw, reducer)
+        self._grad(self.b, db, reducer) if self.b is not None else None
+        return dx
+
+
+class BatchNorm2d(Module):
+    def __init__(self, c: int, *, eps: float = 1e-5, momentum: float = 0.1, grid=None,
+                 dtype=torch.float32):
+        grid = default_grid() if grid is None else grid
+        self.gamma = Param(ops.ones((c,), dtype=dtype, grid=grid), "weight")
+        self.beta = Param(ops.zeros((c,), dtype=dtype, grid=grid), "bias")
+        self.running_mean = ops.zeros((c,), dtype=dtype, grid=grid)
+        self.running_var = ops.ones((c,), dtype=dtype, grid=grid)
+        self.eps, self.momentum, self.training, self._ctx = eps, momentum, True, None
+
+    def forward(self, x):
+        y, self._ctx = norm.batch_norm_forward(
+            self._in(x), self.gamma.compute(self.compute_dtype),
+            self.beta.compute(self.compute_dtype), self.running_mean, self.running_var,
+            training=self.training, momentum=self.momentum, eps=self.eps)
+        return y
+
+    def backward(self, dy, reducer=None):
+        dx, dg, db = norm.batch_norm_backward(dy, self._ctx)   # already summed over ranks
+        self._ctx = None
+        self.gamma.accept_grad(dg)
+        self.beta.accept_grad(db)
+        return dx
+
+
+class _Stateless(Module):
+    """A layer with a functional (forward, backward) pair and no parameters."""
+
+    def __init__(self, fwd, bwd, **kwargs):
+        self._fwd, self._bwd, self._kw, self._ctx = fwd, bwd, kwargs, None
+
+    def forward(self, x):
+        y, self._ctx = self._fwd(x, **self._kw)
+        return y
+
+    def backward(self, dy, reducer=None):
+        dx, self._ctx = self._bwd(dy, self._ctx), None
+        return dx
+
+
+def ReLU() -> Module:  # noqa: N802 - a layer constructor
+    return _Stateless(activation.relu_forward, activation.relu_backward)
+
+
+def GELU(approximate: str = "none") -> Module:  # noqa: N802
+    return _Stateless(activation.gelu_forward, activation.gelu_backward, approximate=approximate)
+
+
+def MaxPool2d(kernel_size, stride=None, padding=0, dilation=1) -> Module:  # noqa: N802
+    return _Stateless(pool.max_pool2d_forward, pool.max_pool2d_backward, kernel_size=kernel_size,
+                      stride=stride, padding=padding, dilation=dilation)
+
+
+def AvgPool2d(kernel_size, stride=None, padding=0) -> Module:  # noqa: N802
+    return _Stateless(pool.avg_pool2d_forward, pool.avg_pool2d_backward, kernel_size=kernel_size,
+                      stride=stride, padding=padding)
+
+
+def Flatten() -> Module:  # noqa: N802
+    return _Stateless(linear.flatten_forward, linear.flatten_backward)
+
+
+class Dropout(Module):
+    def __init__(self, p: float = 0.5):
+        self.p, self.training, self._ctx = p, True, None
+
+    def forward(self, x):
+        y, self._ctx = activation.dropout_forward(x, self.p, training=self.training)
+        return y
+
+    def backward(self, dy, reducer=None):
+        dx, self._ctx = activation.dropout_backward(dy, self._ctx), None
+        return dx
+
+
+class Sequential(Module):
+    def __init__(self, *layers: Module):
+        self.layers = list(layers)
+
+    def children(self):
+        return self.layers
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def backward(self, dy, reducer=None):
+        for layer in reversed(self.layers):
+            dy = layer.backward(dy, reducer)
+        return dy
+
+
+class Residual(Module):
+    """y = body(x) + x (x brought to body(x)'s layout)."""
+
+    def __init__(self, body: Module):
+        self.body, self._x_layout = body, None
+
+    def children(self):
+        return [self.body]
+
+    def forward(self, x):
+        y = self.body(x)
+        self._x_layout = x.layout
+        return DArray(y.local + x.redistribute(y.layout).local, y.shape, y.layout, y.grid)
+
+    def backward(self, dy, reducer=None):
+        dx = self.body.backward(dy, reducer)
+        skip = dy.redistribute(self._x_layout)
+        return DArray(dx.local + skip.local, dx.shape, dx.layout, dx.grid)
+
+
+class CrossEntropyLoss:
+    """Softmax cross-entropy: ``loss = crit(logits, target)``, ``dlogits = crit.backward()``."""
+
+    def __init__(self, reduction: str = "mean"):
+        self.reduction, self._ctx = reduction, None
+
+    def __call__(self, logits: DArray, target: DArray) -> DArray:
+        out, self._ctx = loss.softmax_cross_entropy_forward(logits, target, self.reduction)
+        return out
+
+    def backward(self, dloss=None) -> DArray:
+        return loss.softmax_cross_entropy_backward(dloss, self._ctx)
+
+
+__all__ = ["AvgPool2d", "BatchNorm2d", "Conv2d", "CrossEntropyLoss", "Dropout", "Flatten",
+           "GELU", "Linear", "MaxPool2d", "Module", "ReLU", "Residual", "Sequential"]

@@ -1,0 +1,135 @@
+"""Batch normalisation over (N, C, ...) with statistics shared by all ranks.
+
+Per channel c the statistics run over every dim but 1; the ranks holding
+pieces of one channel (those the N/H/W sharding spreads it over) combine
+their counts, means and centred sums of squares with one all-gather
+(Chan's parallel update: exact, no E[x^2] - E[x]^2 cancellation). Channels
+may be sharded (gamma/beta follow dim 1's layout). Statistics accumulate in
+float32 for half-precision inputs.
+
+    forward:  y = (x - mean) * invstd * gamma + beta
+    backward: one all-reduce of [sum dy, sum dy*xhat] per channel;
+              dx = gamma*invstd/n * (n*dy - sum dy - xhat * sum dy*xhat)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..array import DArray, Layout
+from ._common import live_axes, same_grid
+
+
+@dataclass
+class BatchNormCtx:
+    x_layout: Layout
+    grid: object
+    shape: tuple
+    xhat: torch.Tensor
+    invstd: torch.Tensor
+    gamma: torch.Tensor | None
+    layouts: tuple          # (gamma's, beta's) as given
+    axes: tuple             # grid axes the statistics reduce over
+    count: int
+    training: bool
+
+
+def _bcast(v: torch.Tensor, ndim: int) -> torch.Tensor:
+    return v.view((1, -1) + (1,) * (ndim - 2))
+
+
+def _acc_dtype(t: torch.dtype) -> torch.dtype:
+    return torch.float64 if t == torch.float64 else torch.float32
+
+
+def _stats(x: torch.Tensor, comm, dims: list[int]) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Global (mean, biased var, count) per channel from every rank's piece."""
+    xa = x.to(_acc_dtype(x.dtype))
+    n, c = math.prod(xa.shape[d] for d in dims), xa.shape[1]
+    mean = xa.mean(dims) if n else xa.new_zeros(c)
+    m2 = ((xa - _bcast(mean, xa.ndim)) ** 2).sum(dims) if n else xa.new_zeros(c)
+    if comm is None:
+        return mean, m2 / max(n, 1), n
+    mine = torch.cat([xa.new_tensor([float(n)]), mean, m2])
+    allp = comm.allgatherv(mine, [2 * c + 1] * comm.size).view(comm.size, 2 * c + 1)
+    counts, means, m2s = allp[:, :1], allp[:, 1:c + 1], allp[:, c + 1:]
+    total = counts.sum()
+    g_mean = (counts * means).sum(0) / total
+    g_m2 = (m2s + counts * (means - g_mean) ** 2).sum(0)
+    return g_mean, g_m2 / total, int(total.item())
+
+
+def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | None = None,
+                       running_mean: DArray | None = None, running_var: DArray | None = None, *,
+                       training: bool = True, momentum: float = 0.1,
+                       eps: float = 1e-5) -> tuple[DArray, BatchNormCtx]:
+    """``torch.nn.functional.batch_norm`` on a distributed x (N, C, ...).
+
+    In training, running_mean/var (if given, (C,) arrays) are updated in place
+    with the unbiased variance, as torch does; otherwise they are used."""
+    same_grid("batch_norm", x, gamma, beta, running_mean, running_var)
+    x = x.redistribute(x.layout.without_partial())
+    grid, nd = x.grid, x.ndim
+    chan = Layout(x.layout.dims[1])
+    dims = [0] + list(range(2, nd))
+    axes = live_axes(grid, tuple(a for i in dims for a in x.layout.dims[i].axes))
+    xl = x.local
+    if training:
+        mean, var, count = _stats(xl, grid.comm(axes) if axes else None, dims)
+        if running_mean is not None:
+            rm = running_mean.redistribute(chan)
+            rm.local.mul_(1 - momentum).add_(momentum * mean.to(rm.dtype))
+            running_mean.set_local(rm.redistribute(running_mean.layout).local)
+        if running_var is not None:
+            rv = running_var.redistribute(chan)
+            unbiased = var * count / max(count - 1, 1)
+            rv.local.mul_(1 - momentum).add_(momentum * unbiased.to(rv.dtype))
+            running_var.set_local(rv.redistribute(running_var.layout).local)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: evaluation needs running_mean and running_var")
+        mean = running_mean.redistribute(chan).local.to(_acc_dtype(xl.dtype))
+        var = running_var.redistribute(chan).local.to(_acc_dtype(xl.dtype))
+        count = 0
+    invstd = torch.rsqrt(var + eps)
+    xhat = (xl.to(mean.dtype) - _bcast(mean, nd)) * _bcast(invstd, nd)
+    g = None if gamma is None else gamma.redistribute(chan).local.to(mean.dtype)
+    y = xhat if g is None else xhat * _bcast(g, nd)
+    if beta is not None:
+        y = y + _bcast(beta.redistribute(chan).local.to(mean.dtype), nd)
+    layouts = (None if gamma is None else gamma.layout, None if beta is None else beta.layout)
+    ctx = BatchNormCtx(x.layout, grid, x.shape, xhat, invstd, g, layouts, axes, count, training)
+    return DArray(y.to(xl.dtype), x.shape, x.layout, grid), ctx
+
+
+def batch_norm_backward(dy: DArray, ctx: BatchNormCtx) -> tuple[DArray, DArray | None,
+                                                               DArray | None]:
+    """(dx, dgamma, dbeta), dgamma/dbeta in gamma's/beta's layouts (summed over ranks)."""
+    dy = dy.redistribute(ctx.x_layout)
+    nd = len(ctx.shape)
+    dims = [0] + list(range(2, nd))
+    g = dy.local.to(ctx.xhat.dtype)
+    c = ctx.xhat.shape[1]
+    sums = torch.cat([g.sum(dims), (g * ctx.xhat).sum(dims)])
+    if ctx.axes:
+        sums = ctx.grid.comm(ctx.axes).allreduce(sums)
+    sum_dy, sum_dy_xhat = sums[:c], sums[c:]
+    scale = ctx.invstd if ctx.gamma is None else ctx.invstd * ctx.gamma
+    if ctx.training:
+        n = ctx.count
+        dx = _bcast(scale / n, nd) * (n * g - _bcast(sum_dy, nd) - ctx.xhat * _bcast(sum_dy_xhat, nd))
+    else:
+        dx = g * _bcast(scale, nd)
+    chan = Layout(ctx.x_layout.dims[1])
+    dt = dy.dtype
+    out = []
+    for v, lay in zip((sum_dy_xhat, sum_dy), ctx.layouts):
+        out.append(None if lay is None else
+                   DArray(v.to(dt), (ctx.shape[1],), chan.resolve(ctx.grid, 1),
+                          ctx.grid).redistribute(lay))
+    return DArray(dx.to(dt), ctx.shape, ctx.x_layout, ctx.grid), out[0], out[1]
+
+
+__all__ = ["BatchNormCtx", "batch_norm_backward", "batch_norm_forward"]

@@ -1,0 +1,144 @@
+"""Max and average pooling (NCHW), forward and backward, on any layout.
+
+Pooling acts per (sample, channel), so N and C may be sharded any way at no
+cost; a sharded H or W (balanced blocks; block-cyclic is redistributed to
+balanced first) gets halos exactly as a convolution does (``spatial``), the
+explicit padding being -inf for max and 0 for average pooling. y keeps x's
+layout; dx comes back in x's layout.
+
+    X := x piece + halos + padding;  y := pool(X);  dx := halos summed back (dpool(dy))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..array import DArray, Dim
+from ._common import check_ndim, pair
+from .halo import Window
+from .spatial import Halos, gather_halos
+
+_aten = torch.ops.aten
+
+
+@dataclass
+class PoolCtx:
+    """What ``max_pool2d_backward`` / ``avg_pool2d_backward`` need."""
+
+    kind: str
+    x_layouts: tuple        # (as given, as computed on)
+    x_shape: tuple
+    grid: object
+    X: torch.Tensor
+    halos: Halos
+    kernel: tuple
+    stride: tuple
+    dilation: tuple
+    extra: object           # max: indices; avg: (count_include_pad, divisor_override, counts)
+
+
+def _prepare(x: DArray, op: str, kernel, stride, padding, dilation, ceil_mode: bool, fill: float):
+    check_ndim(x, 4, op, "x")
+    if ceil_mode:
+        raise NotImplementedError(f"{op}: ceil_mode=True is not supported")
+    kernel = pair(kernel, "kernel_size")
+    stride = kernel if stride is None else pair(stride, "stride")
+    padding, dilation = pair(padding, "padding"), pair(dilation, "dilation")
+    for k, p in zip(kernel, padding):
+        if p > k // 2:
+            raise ValueError(f"{op}: padding {padding} must be at most half of kernel {kernel}")
+    lay = x.layout.without_partial()
+    lay = lay.replace(dims=[Dim(d.axes) if i >= 2 else d for i, d in enumerate(lay.dims)])
+    xr = x.redistribute(lay)
+    windows = tuple(Window(kernel[i], stride[i], padding[i], dilation[i]) for i in range(2))
+    X, halos = gather_halos(xr, windows, fill)
+    out_shape = x.shape[:2] + tuple(w.out_size(n) for w, n in zip(windows, x.shape[2:]))
+    return xr, X, halos, kernel, stride, dilation, out_shape
+
+
+def _empty_out(X: torch.Tensor, halos: Halos) -> torch.Tensor:
+    return X.new_zeros(X.shape[:2] + halos.out_local)
+
+
+def max_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, dilation=1,
+                       ceil_mode: bool = False) -> tuple[DArray, PoolCtx]:
+    """``torch.nn.functional.max_pool2d`` on a distributed x; returns (y, ctx)."""
+    xr, X, h, k, s, d, out_shape = _prepare(x, "max_pool2d", kernel_size, stride, padding,
+                                            dilation, ceil_mode, float("-inf"))
+    if h.empty:
+        y, idx = _empty_out(X, h), None
+    else:
+        y, idx = _aten.max_pool2d_with_indices(X, list(k), list(s), list(h.torch_padding),
+                                               list(d), False)
+    ctx = PoolCtx("max", (x.layout, xr.layout), x.shape, x.grid, X, h, k, s, d, idx)
+    return DArray(y, out_shape, xr.layout, x.grid), ctx
+
+
+def avg_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                       count_include_pad: bool = True,
+                       divisor_override: int | None = None) -> tuple[DArray, PoolCtx]:
+    """``torch.nn.functional.avg_pool2d`` on a distributed x; returns (y, ctx)."""
+    xr, X, h, k, s, d, out_shape = _prepare(x, "avg_pool2d", kernel_size, stride, padding, 1,
+                                            ceil_mode, 0.0)
+    counts = None
+    explicit = any(h.pad)
+    if h.empty:
+        y = _empty_out(X, h)
+    elif count_include_pad or divisor_override is not None or not explicit:
+        y = F.avg_pool2d(X, k, s, h.torch_padding, False, count_include_pad, divisor_override)
+    else:   # padding partly explicit: divide window sums by the count of real inputs
+        mask = F.pad(X.new_ones((1, 1) + tuple(n - a - b for n, (a, b) in zip(
+            X.shape[2:], (h.pad[2:], h.pad[:2])))), h.pad)
+        counts = F.avg_pool2d(mask, k, s, h.torch_padding, divisor_override=1)
+        y = F.avg_pool2d(X, k, s, h.torch_padding, divisor_override=1) / counts
+    ctx = PoolCtx("avg", (x.layout, xr.layout), x.shape, x.grid, X, h, k, s, d,
+                  (count_include_pad, divisor_override, counts))
+    return DArray(y, out_shape, xr.layout, x.grid), ctx
+
+
+def _finish(dX: torch.Tensor, ctx: PoolCtx) -> DArray:
+    given, used = ctx.x_layouts
+    dx = DArray(ctx.halos.backward(dX), ctx.x_shape, used, ctx.grid)
+    return dx.redistribute(given)
+
+
+def max_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
+    """dx for dy = dL/dy of ``max_pool2d_forward``, in x's layout."""
+    g = dy.redistribute(ctx.x_layouts[1]).local
+    if ctx.halos.empty:
+        dX = torch.zeros_like(ctx.X)
+    else:
+        dX = _aten.max_pool2d_with_indices_backward(
+            g, ctx.X, list(ctx.kernel), list(ctx.stride), list(ctx.halos.torch_padding),
+            list(ctx.dilation), False, ctx.extra)
+    return _finish(dX, ctx)
+
+
+def avg_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
+    """dx for dy = dL/dy of ``avg_pool2d_forward``, in x's layout."""
+    g = dy.redistribute(ctx.x_layouts[1]).local
+    include, divisor, counts = ctx.extra
+    pad = list(ctx.halos.torch_padding)
+    if ctx.halos.empty:
+        dX = torch.zeros_like(ctx.X)
+    elif counts is None:
+        dX = _aten.avg_pool2d_backward(g, ctx.X, list(ctx.kernel), list(ctx.stride), pad, False,
+                                       include, divisor)
+    else:
+        dX = _aten.avg_pool2d_backward(g / counts, ctx.X, list(ctx.kernel), list(ctx.stride),
+                                       pad, False, True, 1)
+    return _finish(dX, ctx)
+
+
+def max_pool2d(x: DArray, kernel_size, stride=None, padding=0, dilation=1) -> DArray:
+    return max_pool2d_forward(x, kernel_size, stride, padding, dilation)[0]
+
+
+def avg_pool2d(x: DArray, kernel_size, stride=None, padding=0, **kwargs) -> DArray:
+    return avg_pool2d_forward(x, kernel_size, stride, padding, **kwargs)[0]
+
+
+__all__ = ["PoolCtx", "avg_pool2d", "avg_pool2d_backward", "avg_pool2d_forward", "max_pool2d",
+           "max_pool2d_backward", "max_pool2d_forward"]

@@ -1,0 +1,99 @@
+"""Mixed precision: float32 master weights, half-precision compute, loss scaling.
+
+A ``Param`` keeps its master copy (float32 by default) and hands layers a
+compute-dtype copy (bfloat16 / float16), cast once per update and cached.
+Gradients arrive in the compute dtype, are summed over ranks (in float32 on
+the wire unless ``GradReducer(compress=...)``), and are cast up to the
+master dtype before the optimiser touches them.
+
+float16's narrow range needs loss scaling: ``LossScaler`` multiplies the
+loss gradient by ``scale``; ``unscale`` divides the gradients back and
+reports, agreed by every rank, whether any was inf/NaN, in which case the
+step is skipped and the scale halves; after ``growth_interval`` clean steps
+it doubles (torch.amp.GradScaler's rule).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+
+from ..array import DArray
+from ..runtime import world
+
+
+class Param:
+    """A trainable tensor: ``master`` DArray, its ``grad`` (master dtype) and a
+    cached copy in the compute dtype."""
+
+    def __init__(self, master: DArray, name: str = ""):
+        self.master = master
+        self.name = name
+        self.grad: DArray | None = None
+        self._cache: tuple | None = None
+
+    def compute(self, dtype: torch.dtype | None) -> DArray:
+        """The weights in ``dtype`` (None: the master itself), cast once per version."""
+        if dtype is None or dtype == self.master.dtype:
+            return self.master
+        key = (dtype, self.master.version, id(self.master))
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self.master.astype(dtype))
+        return self._cache[1]
+
+    def set_master(self, a: DArray) -> None:
+        """Replace the master (e.g. stored in a new layout)."""
+        self.master, self._cache = a, None
+
+    def accept_grad(self, g: DArray) -> None:
+        """Store ``g`` in the master's dtype and layout."""
+        g = g.redistribute(self.master.layout)
+        self.grad = g.astype(self.master.dtype)
+
+    def __repr__(self) -> str:
+        return f"Param({self.name!r}, {self.master!r})"
+
+
+def sgd_step(params: Iterable[Param], lr: float) -> None:
+    """master -= lr * grad, in place (no communication)."""
+    for p in params:
+        if p.grad is not None:
+            p.master.local.sub_(lr * p.grad.local)
+            p.master.touch()
+
+
+class LossScaler:
+    """Dynamic loss scaling (for float16 training)."""
+
+    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000):
+        self.scale = float(init_scale)
+        self.growth_factor, self.backoff_factor = growth_factor, backoff_factor
+        self.growth_interval = growth_interval
+        self._clean = 0
+
+    def unscale(self, params: Iterable[Param]) -> bool:
+        """Divide every grad by ``scale``; True when all are finite on every rank."""
+        bad = 0.0
+        for p in params:
+            if p.grad is not None:
+                p.grad.local.mul_(1.0 / self.scale)
+                p.grad.touch()
+                if not bool(torch.isfinite(p.grad.local).all()):
+                    bad = 1.0
+        flag = world().allreduce(torch.tensor([bad]), "max")
+        return flag.item() == 0.0
+
+    def update(self, finite: bool) -> None:
+        """Back off after an overflow; grow after ``growth_interval`` clean steps."""
+        if not finite:
+            self.scale *= self.backoff_factor
+            self._clean = 0
+            return
+        self._clean += 1
+        if self._clean >= self.growth_interval:
+            self.scale *= self.growth_factor
+            self._clean = 0
+
+
+__all__ = ["LossScaler", "Param", "sgd_step"]

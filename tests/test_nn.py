@@ -1,0 +1,14 @@
+"""dmath.nn on 1-4 real MPI ranks: every op and parallel layout vs torch autograd."""
+import pytest
+
+from mpi_harness import run_workers
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_conv_layouts(n):
+    assert run_workers("nn_conv", n) >= 30
+
+
+@pytest.mark.parametrize("n", [1, 3, 4])
+def test_ops(n):
+    assert run_workers("nn_ops", n) >= 40
