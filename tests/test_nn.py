@@ -12,3 +12,8 @@ def test_conv_layouts(n):
 @pytest.mark.parametrize("n", [1, 3, 4])
 def test_ops(n):
     assert run_workers("nn_ops", n) >= 40
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_training_reducer_mixed_precision(n):
+    assert run_workers("nn_train", n) >= 15

@@ -41,7 +41,7 @@ def relu_forward(x: DArray) -> tuple[DArray, DArray]:
 
 def relu_backward(dy: DArray, ctx: DArray) -> DArray:
     """dx = dy where y > 0 (torch's ``threshold_backward``)."""
-    g = dy.redistribute(ctx.layout).local
+    g = dy.redistribute(ctx.layout).local.to(ctx.dtype)
     return _like(ctx, _aten.threshold_backward(g, ctx.local, 0))
 
 
@@ -58,7 +58,7 @@ def gelu_forward(x: DArray, approximate: str = "none") -> tuple[DArray, GeluCtx]
 
 
 def gelu_backward(dy: DArray, ctx: GeluCtx) -> DArray:
-    g = dy.redistribute(ctx.x.layout).local
+    g = dy.redistribute(ctx.x.layout).local.to(ctx.x.dtype)
     return _like(ctx.x, _aten.gelu_backward(g, ctx.x.local, approximate=ctx.approximate))
 
 
@@ -97,7 +97,7 @@ def dropout_forward(x: DArray, p: float = 0.5, *, seed: int | None = None,
 def dropout_backward(dy: DArray, ctx: DropoutCtx) -> DArray:
     """dx = dy * mask."""
     dy = _full(dy.redistribute(ctx.layout))
-    return dy if ctx.mask is None else _like(dy, dy.local * ctx.mask)
+    return dy if ctx.mask is None else _like(dy, dy.local.to(ctx.mask.dtype) * ctx.mask)
 
 
 # -- bias add ---------------------------------------------------------------------

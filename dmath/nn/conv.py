@@ -167,7 +167,7 @@ def conv2d_backward(dy: DArray, ctx: ConvCtx, *,
         dw_local = ctx.w_eff.new_zeros((dy.local.shape[1],) + ctx.w_eff.shape[1:])
         db_local = ctx.w_eff.new_zeros(dy.local.shape[1])
     else:
-        g = dy.local
+        g = dy.local.to(X.dtype)
         if gs.pad != (0, 0):
             g = F.pad(g, (0, 0, 0, 0, *gs.pad))
         Xs = X.narrow(1, *_span(gs.x_channels))

@@ -60,6 +60,7 @@ class _Pending:
     out: torch.Tensor
     req: object = None          # MPI request or torch Work (None: already done)
     then: object = None         # finishing step after the wait
+    send: torch.Tensor | None = None   # kept alive until the request completes
 
     def test(self) -> None:
         if isinstance(self.req, MPI.Request):
@@ -68,7 +69,7 @@ class _Pending:
     def wait(self) -> torch.Tensor:
         if self.req is not None:
             self.req.wait() if not isinstance(self.req, MPI.Request) else self.req.Wait()
-            self.req = None
+            self.req = self.send = None
         return self.out if self.then is None else self.then(self.out)
 
 
@@ -82,7 +83,7 @@ def _iallreduce(comm, flat: torch.Tensor) -> _Pending:
     if flat.device.type == "cpu":
         STATS.record("iallreduce", nbytes, nbytes)
         out = torch.empty_like(flat)
-        return _Pending(out, comm.mpi.Iallreduce(_np(flat), _np(out), op=MPI.SUM))
+        return _Pending(out, comm.mpi.Iallreduce(_np(flat), _np(out), op=MPI.SUM), send=flat)
     if _nccl(comm) is not None:
         import torch.distributed as dist
         STATS.record("iallreduce", nbytes, nbytes)
@@ -98,7 +99,7 @@ def _ireduce_scatter(comm, flat: torch.Tensor, counts: list[int]) -> _Pending:
         STATS.record("ireduce_scatter", nbytes, nbytes)
         out = flat.new_empty(mine)
         return _Pending(out, comm.mpi.Ireduce_scatter(_np(flat), _np(out), list(counts),
-                                                      op=MPI.SUM))
+                                                      op=MPI.SUM), send=flat)
     return _Pending(comm.reduce_scatterv(flat, counts))
 
 
@@ -110,7 +111,7 @@ def _ialltoall(comm, flat: torch.Tensor, send: list[int], recv: list[int]) -> _P
         out = flat.new_empty(sum(recv))
         req = comm.mpi.Ialltoallv([_np(flat), (send, _displs(send))],
                                   [_np(out), (recv, _displs(recv))])
-        return _Pending(out, req)
+        return _Pending(out, req, send=flat)
     return _Pending(comm.alltoallv(flat, send, recv))
 
 

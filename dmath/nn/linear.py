@@ -84,7 +84,7 @@ def linear_forward(x: DArray, w: DArray, b: DArray | None = None) -> tuple[DArra
 def linear_backward(dy: DArray, ctx: LinearCtx, *,
                     reduce: bool = True) -> tuple[DArray, DArray, DArray | None]:
     """(dx, dw, db); dx in x's layout, dw/db in w's/b's (or partial: ``reduce=False``)."""
-    dy = dy.redistribute(ctx.y_layout)
+    dy = dy.redistribute(ctx.y_layout).astype(ctx.w.dtype)
     dx = matmul(dy, ctx.w).redistribute(ctx.x_layout)
     dw = matmul(dy.T, ctx.x)
     dw = finish_grad(dw, ctx.w_layout, reduce)

@@ -12,6 +12,8 @@ all-reduce(sum), so no rank ever holds a whole row.
 
     lse_i = m_i + log sum_k exp(x_ik - m_i);   loss_i = lse_i - x_{i, t_i}
     dlogits_ik = (softmax_ik - [k == t_i]) * dloss_i
+
+Half-precision logits are processed in float32; dlogits has the logits' dtype.
 """
 from __future__ import annotations
 
@@ -66,6 +68,7 @@ class CrossEntropyCtx:
     probs: torch.Tensor
     hit: torch.Tensor
     reduce: ReduceCtx
+    dtype: torch.dtype
 
 
 def _acc(t: torch.dtype) -> torch.dtype:
@@ -103,7 +106,8 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
     s, tl = st[0], st[1]
     per = DArray(m + torch.log(s) - tl, (logits.shape[0],), rows.resolve(grid, 1), grid)
     loss, rctx = reduce_loss_forward(per, reduction)
-    ctx = CrossEntropyCtx(logits.layout, logits.shape, grid, e / s[:, None], hit, rctx)
+    ctx = CrossEntropyCtx(logits.layout, logits.shape, grid, e / s[:, None], hit, rctx,
+                          logits.dtype)
     return loss, ctx
 
 
@@ -113,7 +117,7 @@ def softmax_cross_entropy_backward(dloss: "DArray | float | None",
     rows = Layout(ctx.logits_layout.dims[0])
     d = reduce_loss_backward(dloss, ctx.reduce).redistribute(rows).local
     g = (ctx.probs - ctx.hit.to(ctx.probs.dtype)) * d.to(ctx.probs.dtype)[:, None]
-    return DArray(g, ctx.shape, ctx.logits_layout, ctx.grid)
+    return DArray(g.to(ctx.dtype), ctx.shape, ctx.logits_layout, ctx.grid)
 
 
 @dataclass

@@ -34,6 +34,7 @@ class BatchNormCtx:
     axes: tuple             # grid axes the statistics reduce over
     count: int
     training: bool
+    dtype: torch.dtype
 
 
 def _bcast(v: torch.Tensor, ndim: int) -> torch.Tensor:
@@ -100,7 +101,8 @@ def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | No
     if beta is not None:
         y = y + _bcast(beta.redistribute(chan).local.to(mean.dtype), nd)
     layouts = (None if gamma is None else gamma.layout, None if beta is None else beta.layout)
-    ctx = BatchNormCtx(x.layout, grid, x.shape, xhat, invstd, g, layouts, axes, count, training)
+    ctx = BatchNormCtx(x.layout, grid, x.shape, xhat, invstd, g, layouts, axes, count, training,
+                       xl.dtype)
     return DArray(y.to(xl.dtype), x.shape, x.layout, grid), ctx
 
 
@@ -123,7 +125,7 @@ def batch_norm_backward(dy: DArray, ctx: BatchNormCtx) -> tuple[DArray, DArray |
     else:
         dx = g * _bcast(scale, nd)
     chan = Layout(ctx.x_layout.dims[1])
-    dt = dy.dtype
+    dt = ctx.dtype
     out = []
     for v, lay in zip((sum_dy_xhat, sum_dy), ctx.layouts):
         out.append(None if lay is None else

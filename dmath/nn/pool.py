@@ -106,7 +106,7 @@ def _finish(dX: torch.Tensor, ctx: PoolCtx) -> DArray:
 
 def max_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
     """dx for dy = dL/dy of ``max_pool2d_forward``, in x's layout."""
-    g = dy.redistribute(ctx.x_layouts[1]).local
+    g = dy.redistribute(ctx.x_layouts[1]).local.to(ctx.X.dtype)
     if ctx.halos.empty:
         dX = torch.zeros_like(ctx.X)
     else:
@@ -118,7 +118,7 @@ def max_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
 
 def avg_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
     """dx for dy = dL/dy of ``avg_pool2d_forward``, in x's layout."""
-    g = dy.redistribute(ctx.x_layouts[1]).local
+    g = dy.redistribute(ctx.x_layouts[1]).local.to(ctx.X.dtype)
     include, divisor, counts = ctx.extra
     pad = list(ctx.halos.torch_padding)
     if ctx.halos.empty:
