@@ -10,7 +10,8 @@ On a pr x pc grid with axes (r, c):
 
 Panels are the common refinement of A's column blocks and B's row blocks
 (balanced blocks, uneven sizes included), cut to at most ``panel_width``
-columns; two buffers per operand (double buffering). Traffic:
+columns (default: whole owner blocks); two buffers per operand (double
+buffering); a root whose panel is its whole block sends it in place. Traffic:
 |A|(pc-1) + |B|(pr-1) elements as ``bcast`` (plus the input redistributions).
 ``loop`` is shared with the 2.5-D algorithm.
 """
@@ -40,7 +41,9 @@ def grid_layout(grid) -> Layout:
 
 
 def panel_width(k: int, pr: int, pc: int) -> int:
-    return max(64, min(2048, math.ceil(k / (2 * max(pr, pc, 1)))))
+    """Widest panel: an owner's whole block (fewest, largest GEMMs; a root then
+    sends its block in place), at least 64 columns."""
+    return max(64, math.ceil(k / max(pr, pc, 1)))
 
 
 def panels(k: int, pr: int, pc: int, width: int | None = None) -> list[tuple[int, int, int, int]]:
@@ -81,6 +84,9 @@ def loop(A_loc: torch.Tensor, B_loc: torch.Tensor, C: torch.Tensor, todo, row_co
         w, slot = k1 - k0, t % 2
         if bufA is None:
             a, ha = A_loc[:, k0 - a_off: k1 - a_off], None
+        elif row_comm.rank == a_root and w == A_loc.shape[1]:
+            a = A_loc                                          # whole local block: sent in place
+            ha = ibcast(row_comm, a, a_root, slot=slot)
         else:
             a = bufA[slot][: m_loc * w].view(m_loc, w)
             if row_comm.rank == a_root:
