@@ -153,17 +153,19 @@ def _span(r: tuple[int, int]) -> tuple[int, int]:
     return r[0], r[1] - r[0]
 
 
-def conv2d_backward(dy: DArray, ctx: ConvCtx, *,
-                    reduce: bool = True) -> tuple[DArray, DArray, DArray | None]:
+def conv2d_backward(dy: DArray, ctx: ConvCtx, *, reduce: bool = True,
+                    need_dx: bool = True) -> tuple[DArray | None, DArray, DArray | None]:
     """(dx, dw, db) for ``dy`` = dL/dy; dx in x's layout; dw, db in w's and b's
-    layouts, or partial sums over the batch/spatial axes when ``reduce=False``."""
+    layouts, or partial sums over the batch/spatial axes when ``reduce=False``.
+    ``need_dx=False`` (same on every rank) skips dx, as autograd does for an input
+    that needs no gradient."""
     lay, grid, gs = ctx.layout, ctx.grid, ctx.gs
     dy = dy.redistribute(ctx.y_layout)
     has_bias = ctx.b_layout is not None
     X = ctx.X
     cout = ctx.w_shape[0]
     if ctx.skip:
-        dX_own = X.new_zeros(X.shape)
+        dX_own = X.new_zeros(X.shape) if need_dx else None
         dw_local = ctx.w_eff.new_zeros((dy.local.shape[1],) + ctx.w_eff.shape[1:])
         db_local = ctx.w_eff.new_zeros(dy.local.shape[1])
     else:
@@ -174,21 +176,22 @@ def conv2d_backward(dy: DArray, ctx: ConvCtx, *,
         dXs, dw_eff, db_eff = _conv_backward(
             g, Xs, ctx.w_eff, [ctx.w_eff.shape[0]] if has_bias else None, list(ctx.stride),
             list(ctx.halos.torch_padding), list(ctx.dilation), False, [0, 0], gs.groups,
-            [True, True, has_bias])
+            [need_dx, True, has_bias])
         n_own = dy.local.shape[1]
         dw_local = dw_eff.narrow(0, gs.pad[0], n_own) if gs.pad != (0, 0) else dw_eff
         db_local = None
         if has_bias:
             db_local = db_eff.narrow(0, gs.pad[0], n_own) if gs.pad != (0, 0) else db_eff
-        if Xs.shape[1] == X.shape[1]:
+        if not need_dx or Xs.shape[1] == X.shape[1]:
             dX_own = dXs
         else:
             dX_own = X.new_zeros(X.shape)
             dX_own.narrow(1, *_span(gs.x_channels)).copy_(dXs)
-    dx_local = ctx.halos.backward(dX_own)
-    x_given, x_used = ctx.x_layouts
-    dx = DArray(dx_local, ctx.x_shape, partial(x_used, grid, lay.channels), grid)
-    dx = dx.redistribute(x_given)
+    dx = None
+    if need_dx:
+        x_given, x_used = ctx.x_layouts
+        dx = DArray(ctx.halos.backward(dX_own), ctx.x_shape, partial(x_used, grid, lay.channels),
+                    grid).redistribute(x_given)
     red = lay.reduce_axes
     w_lay = lay.weight_layout.resolve(grid, 4)
     dw = DArray(dw_local.contiguous(), ctx.w_shape, partial(w_lay, grid, red), grid)

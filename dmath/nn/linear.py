@@ -81,11 +81,12 @@ def linear_forward(x: DArray, w: DArray, b: DArray | None = None) -> tuple[DArra
     return y, ctx
 
 
-def linear_backward(dy: DArray, ctx: LinearCtx, *,
-                    reduce: bool = True) -> tuple[DArray, DArray, DArray | None]:
-    """(dx, dw, db); dx in x's layout, dw/db in w's/b's (or partial: ``reduce=False``)."""
+def linear_backward(dy: DArray, ctx: LinearCtx, *, reduce: bool = True,
+                    need_dx: bool = True) -> tuple[DArray | None, DArray, DArray | None]:
+    """(dx, dw, db); dx in x's layout (None if not ``need_dx``), dw/db in w's/b's
+    (or partial: ``reduce=False``)."""
     dy = dy.redistribute(ctx.y_layout).astype(ctx.w.dtype)
-    dx = matmul(dy, ctx.w).redistribute(ctx.x_layout)
+    dx = matmul(dy, ctx.w).redistribute(ctx.x_layout) if need_dx else None
     dw = matmul(dy.T, ctx.x)
     dw = finish_grad(dw, ctx.w_layout, reduce)
     db = None

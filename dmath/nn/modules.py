@@ -46,7 +46,10 @@ class Module:
     def forward(self, x: DArray) -> DArray:
         raise NotImplementedError
 
-    def backward(self, dy: DArray, reducer: GradReducer | None = None) -> DArray:
+    def backward(self, dy: DArray, reducer: GradReducer | None = None,
+                 need_dx: bool = True) -> DArray | None:
+        """dL/dx for dy = dL/dy; parameter gradients reduced now (no ``reducer``) or
+        queued on it. ``need_dx=False``: the caller needs no dx (layers may skip it)."""
         raise NotImplementedError
 
     def _grad(self, p: Param, g: DArray | None, reducer: GradReducer | None) -> None:
@@ -116,8 +119,8 @@ class Conv2d(Module):
                                            *self.args, layout=lay)
         return y
 
-    def backward(self, dy, reducer=None):
-        dx, dw, db = conv.conv2d_backward(dy, self._ctx, reduce=reducer is None)
+    def backward(self, dy, reducer=None, need_dx=True):
+        dx, dw, db = conv.conv2d_backward(dy, self._ctx, reduce=reducer is None, need_dx=need_dx)
         self._ctx = None
         self._grad(self.w, dw, reducer)
         self._grad(self.b, db, reducer) if self.b is not None else None
@@ -140,8 +143,9 @@ class Linear(Module):
         y, self._ctx = linear.linear_forward(self._in(x), self.w.compute(self.compute_dtype), b)
         return y
 
-    def backward(self, dy, reducer=None):
-        dx, dw, db = linear.linear_backward(dy, self._ctx, reduce=reducer is None)
+    def backward(self, dy, reducer=None, need_dx=True):
+        dx, dw, db = linear.linear_backward(dy, self._ctx, reduce=reducer is None,
+                                            need_dx=need_dx)
         self._ctx = None
         self._grad(self.w, dw, reducer)
         self._grad(self.b, db, reducer) if self.b is not None else None
@@ -165,7 +169,7 @@ class BatchNorm2d(Module):
             training=self.training, momentum=self.momentum, eps=self.eps)
         return y
 
-    def backward(self, dy, reducer=None):
+    def backward(self, dy, reducer=None, need_dx=True):
         dx, dg, db = norm.batch_norm_backward(dy, self._ctx)   # already summed over ranks
         self._ctx = None
         self.gamma.accept_grad(dg)
@@ -183,7 +187,7 @@ class _Stateless(Module):
         y, self._ctx = self._fwd(x, **self._kw)
         return y
 
-    def backward(self, dy, reducer=None):
+    def backward(self, dy, reducer=None, need_dx=True):
         dx, self._ctx = self._bwd(dy, self._ctx), None
         return dx
 
@@ -218,7 +222,7 @@ class Dropout(Module):
         y, self._ctx = activation.dropout_forward(x, self.p, training=self.training)
         return y
 
-    def backward(self, dy, reducer=None):
+    def backward(self, dy, reducer=None, need_dx=True):
         dx, self._ctx = activation.dropout_backward(dy, self._ctx), None
         return dx
 
@@ -235,9 +239,9 @@ class Sequential(Module):
             x = layer(x)
         return x
 
-    def backward(self, dy, reducer=None):
-        for layer in reversed(self.layers):
-            dy = layer.backward(dy, reducer)
+    def backward(self, dy, reducer=None, need_dx=True):
+        for i in reversed(range(len(self.layers))):
+            dy = self.layers[i].backward(dy, reducer, need_dx or i > 0)
         return dy
 
 
@@ -255,7 +259,7 @@ class Residual(Module):
         self._x_layout = x.layout
         return DArray(y.local + x.redistribute(y.layout).local, y.shape, y.layout, y.grid)
 
-    def backward(self, dy, reducer=None):
+    def backward(self, dy, reducer=None, need_dx=True):
         dx = self.body.backward(dy, reducer)
         skip = dy.redistribute(self._x_layout)
         return DArray(dx.local + skip.local, dx.shape, dx.layout, dx.grid)

@@ -10,6 +10,10 @@ float32 for half-precision inputs.
     forward:  y = (x - mean) * invstd * gamma + beta
     backward: one all-reduce of [sum dy, sum dy*xhat] per channel;
               dx = gamma*invstd/n * (n*dy - sum dy - xhat * sum dy*xhat)
+
+When no rank shares a channel's statistics (one rank, or only C sharded) and
+the dtypes agree, the kernels torch's own batch norm dispatches to are used
+(``_batch_norm_with_update`` / ``batch_norm_backward``: cuDNN on GPUs).
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ class BatchNormCtx:
     count: int
     training: bool
     dtype: torch.dtype
+    native: tuple | None = None     # what torch's batch_norm_backward takes
 
 
 def _bcast(v: torch.Tensor, ndim: int) -> torch.Tensor:
@@ -77,30 +82,31 @@ def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | No
     dims = [0] + list(range(2, nd))
     axes = live_axes(grid, tuple(a for i in dims for a in x.layout.dims[i].axes))
     xl = x.local
+    layouts = (None if gamma is None else gamma.layout, None if beta is None else beta.layout)
+    params = [None if a is None else a.redistribute(chan) for a in
+              (gamma, beta, running_mean, running_var)]
+    if not axes and all(a is None or a.dtype == xl.dtype for a in params):
+        return _native_forward(x, params, (running_mean, running_var), training, momentum, eps,
+                               layouts)
+    gl, bl, rm, rv = params
     if training:
         mean, var, count = _stats(xl, grid.comm(axes) if axes else None, dims)
-        if running_mean is not None:
-            rm = running_mean.redistribute(chan)
-            rm.local.mul_(1 - momentum).add_(momentum * mean.to(rm.dtype))
-            running_mean.set_local(rm.redistribute(running_mean.layout).local)
-        if running_var is not None:
-            rv = running_var.redistribute(chan)
-            unbiased = var * count / max(count - 1, 1)
-            rv.local.mul_(1 - momentum).add_(momentum * unbiased.to(rv.dtype))
-            running_var.set_local(rv.redistribute(running_var.layout).local)
+        unbiased = var * count / max(count - 1, 1)
+        for given, used, v in ((running_mean, rm, mean), (running_var, rv, unbiased)):
+            if given is not None:
+                used.local.mul_(1 - momentum).add_(momentum * v.to(used.dtype))
+                given.set_local(used.redistribute(given.layout).local)
     else:
-        if running_mean is None or running_var is None:
+        if rm is None or rv is None:
             raise ValueError("batch_norm: evaluation needs running_mean and running_var")
-        mean = running_mean.redistribute(chan).local.to(_acc_dtype(xl.dtype))
-        var = running_var.redistribute(chan).local.to(_acc_dtype(xl.dtype))
+        mean, var = (t.local.to(_acc_dtype(xl.dtype)) for t in (rm, rv))
         count = 0
     invstd = torch.rsqrt(var + eps)
     xhat = (xl.to(mean.dtype) - _bcast(mean, nd)) * _bcast(invstd, nd)
-    g = None if gamma is None else gamma.redistribute(chan).local.to(mean.dtype)
+    g = None if gl is None else gl.local.to(mean.dtype)
     y = xhat if g is None else xhat * _bcast(g, nd)
-    if beta is not None:
-        y = y + _bcast(beta.redistribute(chan).local.to(mean.dtype), nd)
-    layouts = (None if gamma is None else gamma.layout, None if beta is None else beta.layout)
+    if bl is not None:
+        y = y + _bcast(bl.local.to(mean.dtype), nd)
     ctx = BatchNormCtx(x.layout, grid, x.shape, xhat, invstd, g, layouts, axes, count, training,
                        xl.dtype)
     return DArray(y.to(xl.dtype), x.shape, x.layout, grid), ctx
@@ -110,6 +116,8 @@ def batch_norm_backward(dy: DArray, ctx: BatchNormCtx) -> tuple[DArray, DArray |
                                                                DArray | None]:
     """(dx, dgamma, dbeta), dgamma/dbeta in gamma's/beta's layouts (summed over ranks)."""
     dy = dy.redistribute(ctx.x_layout)
+    if ctx.native is not None:
+        return _native_backward(dy, ctx)
     nd = len(ctx.shape)
     dims = [0] + list(range(2, nd))
     g = dy.local.to(ctx.xhat.dtype)
@@ -124,14 +132,56 @@ def batch_norm_backward(dy: DArray, ctx: BatchNormCtx) -> tuple[DArray, DArray |
         dx = _bcast(scale / n, nd) * (n * g - _bcast(sum_dy, nd) - ctx.xhat * _bcast(sum_dy_xhat, nd))
     else:
         dx = g * _bcast(scale, nd)
-    chan = Layout(ctx.x_layout.dims[1])
-    dt = ctx.dtype
+    return _outputs(ctx, dx, sum_dy_xhat, sum_dy)
+
+
+def _outputs(ctx: BatchNormCtx, dx, dgamma, dbeta) -> tuple:
+    """dx as a DArray; dgamma/dbeta (channel-laid) moved to gamma's/beta's layouts."""
+    chan = Layout(ctx.x_layout.dims[1]).resolve(ctx.grid, 1)
     out = []
-    for v, lay in zip((sum_dy_xhat, sum_dy), ctx.layouts):
+    for v, lay in zip((dgamma, dbeta), ctx.layouts):
         out.append(None if lay is None else
-                   DArray(v.to(dt), (ctx.shape[1],), chan.resolve(ctx.grid, 1),
-                          ctx.grid).redistribute(lay))
-    return DArray(dx.to(dt), ctx.shape, ctx.x_layout, ctx.grid), out[0], out[1]
+                   DArray(v.to(ctx.dtype), (ctx.shape[1],), chan, ctx.grid).redistribute(lay))
+    return DArray(dx.to(ctx.dtype), ctx.shape, ctx.x_layout, ctx.grid), out[0], out[1]
+
+
+def _native_forward(x: DArray, params: list, running: tuple, training: bool, momentum: float,
+                    eps: float, layouts: tuple) -> tuple[DArray, BatchNormCtx]:
+    """Statistics entirely local: the kernels torch's batch norm picks (cuDNN on GPUs),
+    running statistics updated in place."""
+    g, b, rm, rv = (None if a is None else a.local for a in params)
+    aten = torch.ops.aten
+    if (rm is None) != (rv is None):
+        raise ValueError("batch_norm: pass both running_mean and running_var, or neither")
+    if not training and rm is None:
+        raise ValueError("batch_norm: evaluation needs running_mean and running_var")
+    if training and rm is None:         # batch statistics, nothing to update
+        y, save_mean, save_rstd = aten.native_batch_norm(x.local, g, b, None, None, True,
+                                                         momentum, eps)
+        reserve = None
+    else:
+        op = aten._batch_norm_with_update if training else aten._batch_norm_no_update
+        y, save_mean, save_rstd, reserve = op(x.local, g, b, rm, rv, momentum, eps)
+        if training:
+            for given, used in zip(running, params[2:]):
+                given.set_local(used.redistribute(given.layout).local)
+    ctx = BatchNormCtx(x.layout, x.grid, x.shape, None, None, None, layouts, (), 0, training,
+                       x.dtype, (x.local, g, rm, rv, save_mean, save_rstd, eps, reserve))
+    return DArray(y, x.shape, x.layout, x.grid), ctx
+
+
+def _native_backward(dy: DArray, ctx: BatchNormCtx) -> tuple:
+    x, g, rm, rv, save_mean, save_rstd, eps, reserve = ctx.native
+    mask = [True, ctx.layouts[0] is not None, ctx.layouts[1] is not None]
+    gy = dy.local.to(x.dtype)
+    if reserve is None:
+        dx, dgamma, dbeta = torch.ops.aten.native_batch_norm_backward(
+            gy, x, g, None, None, save_mean, save_rstd, True, eps, mask)
+    else:
+        dx, dgamma, dbeta = torch.ops.aten.batch_norm_backward(
+            gy, x, x.new_ones(x.shape[1]) if g is None else g, rm, rv, save_mean, save_rstd,
+            ctx.training, eps, mask, reserve)
+    return _outputs(ctx, dx, dgamma, dbeta)
 
 
 __all__ = ["BatchNormCtx", "batch_norm_backward", "batch_norm_forward"]

@@ -1,0 +1,308 @@
+"""Convolution stacks, forward + backward: dmath.nn next to plain torch, in one run.
+
+    python benchmarks/conv.py            # CPU: data parallel on 2 ranks vs torch with 2 threads
+    python benchmarks/conv.py --gpu      # GPU: 1 rank vs torch eager on the same GPU, then
+                                         # --share ranks sharing that GPU (for information)
+
+Two stacks (``--models``): ``vgg`` (conv3x3-ReLU pairs and max pools, widths
+w, 2w, 4w) and ``resnet`` (a stem, then per width two identity residual
+blocks conv-BN-ReLU-conv-BN + x, ReLU, and a stride-2 conv between widths).
+A step is forward, backward of ``mean(output)`` and, for dmath, the
+bucketed, overlapped data-parallel reduction of the weight gradients
+(``GradReducer``); batch norm statistics span the whole batch in both.
+
+torch runs in this process (``--threads`` threads, default: as many as dmath
+ranks), before and after the dmath job, and the figure is the median over
+both sets of steps; dmath runs under ``mpiexec`` (``dmath.cli.launch``), each
+rank with cores/ranks threads, and a step's time is the slowest rank's. The
+table goes to stdout and, unless ``--no-doc``, to the Convolution section of
+docs/performance.md. "speed" is torch's time over dmath's (> 1: dmath faster).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "performance.md"
+BEGIN, END = "<!-- benchmarks/conv.py: begin -->", "<!-- benchmarks/conv.py: end -->"
+DOC_HEADER = """# Performance
+
+Figures measured by the scripts in `benchmarks/`; each script rewrites its own
+section (between its marker comments) and leaves the others alone.
+"""
+SIZES = {"cpu": dict(batch=16, image=32, width=16), "gpu": dict(batch=64, image=112, width=64)}
+
+
+# -- the two stacks, as specs both builders read ----------------------------------------------
+def stack(model: str, w: int) -> list:
+    """Layer specs: ("conv", cin, cout, k, stride, pad, bias), ("bn", c), ("relu",),
+    ("pool", k), ("res", [specs])."""
+    if model == "vgg":
+        out, cin = [], 3
+        for c in (w, 2 * w, 4 * w):
+            out += [("conv", cin, c, 3, 1, 1, True), ("relu",), ("conv", c, c, 3, 1, 1, True),
+                    ("relu",), ("pool", 2)]
+            cin = c
+        return out
+    if model == "resnet":
+        out = [("conv", 3, w, 3, 1, 1, False), ("bn", w), ("relu",)]
+        for i, c in enumerate((w, 2 * w, 4 * w)):
+            if i:
+                out += [("conv", c // 2, c, 3, 2, 1, False), ("bn", c), ("relu",)]
+            block = [("conv", c, c, 3, 1, 1, False), ("bn", c), ("relu",),
+                     ("conv", c, c, 3, 1, 1, False), ("bn", c)]
+            out += [("res", block), ("relu",), ("res", block), ("relu",)]
+        return out
+    raise ValueError(f"unknown model {model!r}")
+
+
+def torch_net(specs, torch):
+    tnn = torch.nn
+
+    class Residual(tnn.Module):
+        def __init__(self, body):
+            super().__init__()
+            self.body = body
+
+        def forward(self, x):
+            return self.body(x) + x
+
+    def build(spec):
+        kind = spec[0]
+        if kind == "conv":
+            _, cin, cout, k, s, p, bias = spec
+            return tnn.Conv2d(cin, cout, k, s, p, bias=bias)
+        if kind == "bn":
+            return tnn.BatchNorm2d(spec[1])
+        if kind == "relu":
+            return tnn.ReLU()
+        if kind == "pool":
+            return tnn.MaxPool2d(spec[1])
+        return Residual(tnn.Sequential(*map(build, spec[1])))
+    return tnn.Sequential(*map(build, specs))
+
+
+def dmath_net(specs, nn, grid, layout, dtype):
+    def build(spec):
+        kind = spec[0]
+        if kind == "conv":
+            _, cin, cout, k, s, p, bias = spec
+            return nn.Conv2d(cin, cout, k, s, p, bias=bias, layout=layout, grid=grid, dtype=dtype)
+        if kind == "bn":
+            return nn.BatchNorm2d(spec[1], grid=grid, dtype=dtype)
+        if kind == "relu":
+            return nn.ReLU()
+        if kind == "pool":
+            return nn.MaxPool2d(spec[1])
+        return nn.Residual(nn.Sequential(*map(build, spec[1])))
+    return nn.Sequential(*map(build, specs))
+
+
+# -- timing ------------------------------------------------------------------------------------
+def _sync(torch, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_torch(args, model, device, dtype) -> list[float]:
+    import torch
+    torch.manual_seed(0)
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    net = torch_net(stack(model, args.width), torch).to(device=device, dtype=dtype,
+                                                      memory_format=fmt)
+    x = torch.randn(args.batch, 3, args.image, args.image, device=device,
+                    dtype=dtype).contiguous(memory_format=fmt)
+    times = []
+    for i in range(args.warmup + args.repeat):
+        _sync(torch, device)
+        t0 = time.perf_counter()
+        net.zero_grad(set_to_none=True)
+        net(x).mean().backward()
+        _sync(torch, device)
+        if i >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def time_dmath(args, model) -> list[float] | None:
+    """Runs on every rank of the dmath job; rank 0 gets the slowest rank's step times."""
+    import torch
+
+    import dmath
+    from dmath import nn
+    world = dmath.context().world
+    grid = dmath.Grid((world.size,), ("data",))
+    dtype = getattr(torch, args.dtype)
+    net = dmath_net(stack(model, args.width), nn, grid, args.layout, dtype)
+    x = dmath.random.normal((args.batch, 3, args.image, args.image), seed=1, dtype=dtype,
+                            layout=dmath.Layout("data"), grid=grid)
+    if args.channels_last:
+        x.set_local(x.local.contiguous(memory_format=torch.channels_last))
+        for p in net.params():
+            if p.master.ndim == 4:
+                p.master.set_local(p.master.local.contiguous(memory_format=torch.channels_last))
+    device = x.device
+    reducer = nn.GradReducer() if world.size > 1 else None
+    dy, times = None, []
+    for i in range(args.warmup + args.repeat):
+        _sync(torch, device)
+        world.barrier()
+        t0 = time.perf_counter()
+        y = net(x)
+        if dy is None:
+            dy = dmath.full(y.shape, 1.0 / y.size, dtype=dtype, layout=y.layout, grid=grid)
+        net.backward(dy, reducer, need_dx=False)   # x needs no gradient, as in torch
+        if reducer is not None:
+            net.collect(reducer)
+        _sync(torch, device)
+        t = world.allreduce(torch.tensor([time.perf_counter() - t0]), "max").item()
+        if i >= args.warmup:
+            times.append(t)
+    return times if world.rank == 0 else None
+
+
+# -- driver -------------------------------------------------------------------------------------
+def _parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gpu", action="store_true", help="GPU run: 1 rank vs torch eager")
+    p.add_argument("--ranks", type=int, default=None,
+                   help="dmath ranks (default: 2 on CPU, 1 with --gpu)")
+    p.add_argument("--share", type=int, default=2,
+                   help="with --gpu: also run this many ranks sharing the GPU (0: skip)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: ranks)")
+    p.add_argument("--models", default="vgg,resnet")
+    p.add_argument("--batch", type=int, default=None)
+    p.add_argument("--image", type=int, default=None, help="image height = width")
+    p.add_argument("--width", type=int, default=None, help="channels of the first stage")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--layout", default="data", help="conv layout: data, auto, spatial, ...")
+    p.add_argument("--channels-last", action="store_true", help="NHWC memory format")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    for k, v in SIZES["gpu" if args.gpu else "cpu"].items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    if args.ranks is None:
+        args.ranks = 1 if args.gpu else 2
+    if args.threads is None:
+        args.threads = args.ranks if not args.gpu else 1
+    return args
+
+
+def _worker(args) -> int:
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    import dmath
+    dmath.init(mode="spmd", device="cuda" if args.gpu else "cpu")
+    torch.backends.cudnn.benchmark = True
+    out = {m: time_dmath(args, m) for m in args.models.split(",")}
+    if dmath.context().world.rank == 0:
+        print("RESULT " + json.dumps(out), flush=True)
+    return 0
+
+
+def _run_dmath(args, argv, ranks: int) -> dict:
+    sys.path.insert(0, str(ROOT))
+    from dmath.cli.launch import launch_env, mpiexec_command
+    extra = [a for a in argv if a not in ("--worker",)]
+    cmd = mpiexec_command(ranks, [str(Path(__file__).resolve()), *extra, "--worker",
+                                  "--ranks", str(ranks)])
+    env = launch_env(ranks)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}"
+                           f"\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _median_ms(ts) -> float:
+    return statistics.median(ts) * 1e3
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parse(argv)
+    if args.worker:
+        return _worker(args)
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.backends.cudnn.benchmark = True
+    device = torch.device("cuda" if args.gpu else "cpu")
+    dtype = getattr(torch, args.dtype)
+    models = args.models.split(",")
+    runs = [(args.ranks, "dmath, data parallel" if args.ranks > 1 else "dmath, 1 rank")]
+    if args.gpu and args.share > 1:
+        runs.append((args.share, f"dmath, {args.share} ranks sharing the GPU (info)"))
+    before = {m: time_torch(args, m, device, dtype) for m in models}
+    results = {ranks: _run_dmath(args, argv, ranks) for ranks, _ in runs}
+    after = {m: time_torch(args, m, device, dtype) for m in models}
+    rows = []
+    for m in models:
+        t_torch = _median_ms(before[m] + after[m])
+        for ranks, label in runs:
+            t = _median_ms(results[ranks][m])
+            rows.append((m, label, ranks, t_torch, t, t_torch / t))
+    where = torch.cuda.get_device_name(device) if args.gpu else f"{os.cpu_count()} CPU cores"
+    head = (f"{where}; batch {args.batch}, {args.image}x{args.image}, width {args.width}, "
+            f"{args.dtype}{', channels_last' if args.channels_last else ''}; torch: "
+            f"{args.threads} thread(s), 1 process; median of {args.repeat} steps "
+            f"(torch: {2 * args.repeat})")
+    table = _table(rows)
+    print(head)
+    print(table)
+    if not args.no_doc:
+        _write_doc(_section(args, argv, head, table))
+        print(f"written to {DOC.relative_to(ROOT)}")
+    return 0
+
+
+def _table(rows) -> str:
+    out = ["| model | dmath run | ranks | torch ms/step | dmath ms/step | speed vs torch |",
+           "|---|---|---:|---:|---:|---:|"]
+    for m, label, ranks, tt, td, sp in rows:
+        out.append(f"| {m} | {label} | {ranks} | {tt:.1f} | {td:.1f} | {sp:.2f}x |")
+    return "\n".join(out)
+
+
+def _section(args, argv, head, table) -> str:
+    kind = "GPU" if args.gpu else "CPU"
+    cmd = "python benchmarks/conv.py" + ("" if not argv else " " + " ".join(argv))
+    return "\n".join([
+        BEGIN, "## Convolution", "",
+        "Forward + backward of two conv stacks (`benchmarks/conv.py`; VGG-like: conv3x3-ReLU "
+        "pairs and max pools over widths w, 2w, 4w; ResNet-like: stem, two identity residual "
+        "blocks per width, stride-2 convs between widths, batch norm over the whole batch). "
+        "dmath runs `dmath.nn` layers, data parallel with bucketed, overlapped gradient "
+        "all-reduce; torch runs the same stack in one process, in the same run. speed = torch "
+        "time / dmath time.", "",
+        f"### {kind}: `{cmd}`", "", head, "", table, "",
+        "The GPU figures come from `python benchmarks/conv.py --gpu` (1 rank against torch "
+        "eager on the same GPU; target >= 0.95x) and are added when that run is made.", END])
+
+
+def _write_doc(section: str) -> None:
+    text = DOC.read_text() if DOC.exists() else DOC_HEADER
+    if BEGIN in text and END in text:
+        a, b = text.index(BEGIN), text.index(END) + len(END)
+        text = text[:a] + section + text[b:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
