@@ -15,6 +15,10 @@ def test_gemm_cases(ranks):
     assert run_workers("gemm_cases", ranks, timeout=600) >= 250
 
 
+def test_gemm_client_server_on_3_ranks():
+    assert run_workers("gemm_cs_cases", 3, timeout=300) >= 6
+
+
 def test_panels_cover_k_once_with_the_right_owners():
     from dmath.array.distribution import dim_map
     from dmath.linalg.summa import panels

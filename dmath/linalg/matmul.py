@@ -30,7 +30,8 @@ from functools import lru_cache
 
 import torch
 
-from ..array import OPERATORS, DArray, Dim, Layout, as_dtype
+from ..array import OPERATORS, DArray, Dim, Layout, as_dtype, local_shape
+from ..runtime.dispatch import command
 from . import cost, replicate, stationary, summa, summa25d
 from .kernels import local_gemm
 from .precision import acc_dtype, input_dtype, result_dtype
@@ -106,21 +107,29 @@ def _check_algorithm(algorithm: str) -> None:
         raise ValueError(f"algorithm {algorithm!r} is not one of {ALGORITHMS}")
 
 
-def _as_matrix(x, side: str, name: str) -> tuple[DArray, bool]:
-    """``x`` as a 2-D DArray (a vector becomes a row or column, as a view)."""
+def _matrix_meta(x, side: str, name: str) -> tuple[tuple, Layout, bool]:
+    """(shape, layout, is a vector) of ``x`` seen as a matrix: a vector is a row
+    (left operand) or a column (right operand)."""
     if not isinstance(x, DArray):
         raise TypeError(f"matmul: {name} must be a DArray, got {type(x).__name__} "
                         "(wrap host data with dmath.from_numpy / from_torch; scale with *)")
     if x.ndim == 2:
-        return x, False
+        return x.shape, x.layout, False
     if x.ndim != 1:
         raise ValueError(f"matmul: {name} has shape {x.shape}; only matrices and vectors "
                          "are supported")
+    d, part = x.layout.dims[0], x.layout.partial
     if side == "left":   # x (k,) -> (1, k)
-        return DArray(x.local.unsqueeze(0), (1,) + x.shape,
-                      Layout(Dim(), x.layout.dims[0], partial=x.layout.partial), x.grid), True
-    return DArray(x.local.unsqueeze(1), x.shape + (1,),
-                  Layout(x.layout.dims[0], Dim(), partial=x.layout.partial), x.grid), True
+        return (1,) + x.shape, Layout(Dim(), d, partial=part), True
+    return x.shape + (1,), Layout(d, Dim(), partial=part), True
+
+
+def _as_matrix(x, side: str, name: str) -> tuple[DArray, bool]:
+    """``x`` as a 2-D DArray (a vector becomes a row or column, as a view)."""
+    shape, layout, vec = _matrix_meta(x, side, name)
+    if not vec:
+        return x, False
+    return DArray(x.local.reshape(local_shape(shape, layout, x.grid)), shape, layout, x.grid), True
 
 
 def default_out_layout(la: Layout, lb: Layout) -> Layout:
@@ -161,15 +170,21 @@ def _problem(sa: tuple, la: Layout, ta, sb: tuple, lb: Layout, tb, grid, va: boo
     return cost.Problem(sa[0], sa[1], sb[1], la, lb, grid, ind, out, acc_dtype(out), lay)
 
 
+def _problem_of(A, B, out_layout, out_dtype) -> cost.Problem:
+    sa, la, va = _matrix_meta(A, "left", "A")
+    sb, lb, vb = _matrix_meta(B, "right", "B")
+    if A.grid != B.grid:
+        raise ValueError(f"matmul: A is on {A.grid!r} but B is on {B.grid!r}; "
+                         "redistribute one onto the other's grid first")
+    return _problem(sa, la, A.dtype, sb, lb, B.dtype, A.grid, va, vb, out_layout,
+                    None if out_dtype is None else as_dtype(out_dtype))
+
+
 def problem(A, B, out_layout=None, out_dtype=None) -> tuple[cost.Problem, DArray, DArray, tuple]:
     """Checked operands as matrices, the Problem, and how to shape the result."""
+    prob = _problem_of(A, B, out_layout, out_dtype)
     A2, va = _as_matrix(A, "left", "A")
     B2, vb = _as_matrix(B, "right", "B")
-    if A2.grid != B2.grid:
-        raise ValueError(f"matmul: A is on {A2.grid!r} but B is on {B2.grid!r}; "
-                         "redistribute one onto the other's grid first")
-    prob = _problem(A2.shape, A2.layout, A2.dtype, B2.shape, B2.layout, B2.dtype, A2.grid,
-                    va, vb, out_layout, None if out_dtype is None else as_dtype(out_dtype))
     return prob, A2.astype(prob.in_dtype), B2.astype(prob.in_dtype), (va, vb)
 
 
@@ -188,10 +203,10 @@ def explain(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: s
     """The plan ``matmul(A, B, ...)`` would run: each candidate's predicted time,
     bytes and memory, and the choice (print it)."""
     _check_algorithm(algorithm)
-    prob, _, _, _ = problem(A, B, out_layout, out_dtype)
-    return _plan(prob, algorithm, cost.machine(A.device))
+    return _plan(_problem_of(A, B, out_layout, out_dtype), algorithm, cost.machine(A.device))
 
 
+@command
 def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: str = "auto",
            out_dtype=None) -> DArray:
     """C = A @ B for matrices (m x k, k x n) and vectors, any input layouts.
@@ -216,6 +231,7 @@ def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: st
     return _finish_vector(C, va, vb)
 
 
+@command
 def gemm(alpha: float, A: DArray, B: DArray, beta: float, C: DArray, trans_a: bool = False,
          trans_b: bool = False, algorithm: str = "auto") -> DArray:
     """BLAS GEMM in place: C := alpha op(A) op(B) + beta C; returns C.
