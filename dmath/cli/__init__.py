@@ -1,0 +1,83 @@
+"""The ``dmath`` command.
+
+    dmath run -n N script.py [args]   run a program on N local ranks (client-server:
+                                      rank 0 runs it, the others serve)
+    dmath info [-n N]                 ranks, hosts, devices, MPI, NCCL, torch, grid
+    dmath tune [-n N] [...]           measure this machine for the GEMM cost model
+
+``run`` wraps the installed MPI's launcher (``launch.mpiexec_command``):
+oversubscription when ranks exceed cores, running as root where that is the
+case, no core binding, ``python -m mpi4py`` so an uncaught exception ends the
+whole job.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from .launch import launch_env, mpiexec_command
+
+# name -> (module with main(argv), one-line help); ``-n N`` runs the module on N ranks
+MODULES = {
+    "info": ("dmath.cli.info", "ranks, hosts, devices, MPI, NCCL, torch, grid"),
+    "tune": ("dmath.linalg.tune", "measure this machine for the GEMM cost model"),
+}
+
+
+def launch(n: int, argv: Sequence[str]) -> int:
+    """Run ``argv`` (after ``python -m mpi4py``) on ``n`` local ranks; the exit code."""
+    if n < 1:
+        raise SystemExit(f"dmath: -n must be at least 1, not {n}")
+    import subprocess
+    cmd = mpiexec_command(n, list(argv))
+    try:
+        return subprocess.call(cmd, env=launch_env(n))
+    except KeyboardInterrupt:
+        return 130
+
+
+def launch_module(n: int, module: str, argv: Sequence[str]) -> int:
+    return launch(n, ["-m", module, *argv])
+
+
+def _run(args) -> int:
+    if not os.path.exists(args.script):
+        raise SystemExit(f"dmath run: no such file: {args.script}")
+    return launch(args.ranks, [args.script, *args.args])
+
+
+def _module(name: str, rest: list[str]) -> int:
+    module, _ = MODULES[name]
+    n = None
+    if rest[:1] in (["-n"], ["--ranks"]) and len(rest) > 1:
+        n, rest = int(rest[1]), rest[2:]
+    if n is not None and name != "info":
+        return launch_module(n, module, rest)
+    import importlib
+    code = importlib.import_module(module).main(list(rest) if n is None else ["-n", str(n), *rest])
+    return int(code or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="dmath", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[2:7]))
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="run a Python program on N local ranks")
+    run.add_argument("-n", "--ranks", type=int, default=os.cpu_count() or 1,
+                     help="number of ranks (default: the number of cores)")
+    run.add_argument("script")
+    run.add_argument("args", nargs=argparse.REMAINDER)
+    for name, (_, help_) in MODULES.items():
+        sub.add_parser(name, help=help_, add_help=False)
+    if argv and argv[0] in MODULES:
+        return _module(argv[0], argv[1:])
+    args = ap.parse_args(argv)
+    return _run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
