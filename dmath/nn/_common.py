@@ -1,6 +1,7 @@
 """Helpers the nn ops share: argument checks, block ranges, partial-sum layouts."""
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 from ..array import DArray, Layout
@@ -44,11 +45,32 @@ def live_axes(grid, axes: Sequence[str]) -> tuple:
     return tuple(a for a in axes if grid.axis_size(a) > 1)
 
 
-def partial(layout: Layout, grid, axes: Sequence[str]) -> Layout:
+@lru_cache(maxsize=4096)
+def partial(layout: Layout, grid, axes: tuple) -> Layout:
     """``layout`` whose values are also partial sums over ``axes`` (size-1 axes dropped)."""
     return layout.replace(partial=tuple(layout.partial) + live_axes(grid, axes))
 
 
+@lru_cache(maxsize=4096)
+def resolved(layout: Layout, grid, ndim: int) -> Layout:
+    """``layout.resolve(grid, ndim)``, cached (layouts and grids are hashable values)."""
+    return layout.resolve(grid, ndim)
+
+
+def to_layout(a: DArray, layout: Layout) -> DArray:
+    """``a`` in ``layout``: ``a`` itself, without planning, when it is there already.
+
+    The ops call this on every argument; caching the resolved layout keeps the
+    per-call cost of the common no-op case to one comparison."""
+    lay = resolved(layout, a.grid, a.ndim)
+    return a if a.layout == lay else a.redistribute(lay)
+
+
+def full_sum(a: DArray) -> DArray:
+    """``a`` with its partial sums reduced (non-linear ops need the true values)."""
+    return a.redistribute(a.layout.without_partial()) if a.layout.partial else a
+
+
 def finish_grad(g: DArray, layout: Layout, reduce: bool) -> DArray:
     """A partial-sum gradient summed into ``layout`` (``reduce``) or left partial."""
-    return g.redistribute(layout) if reduce else g
+    return to_layout(g, layout) if reduce else g

@@ -17,14 +17,9 @@ import torch.nn.functional as F
 
 from ..array import DArray, Layout, global_indices
 from ..ops import random as _random
-from ._common import finish_grad, partial, same_grid
+from ._common import finish_grad, full_sum, partial, same_grid, to_layout
 
 _aten = torch.ops.aten
-
-
-def _full(x: DArray) -> DArray:
-    """x with partial sums reduced (pointwise non-linear ops need true values)."""
-    return x.redistribute(x.layout.without_partial()) if x.layout.partial else x
 
 
 def _like(x: DArray, local: torch.Tensor) -> DArray:
@@ -34,14 +29,14 @@ def _like(x: DArray, local: torch.Tensor) -> DArray:
 # -- ReLU / GELU -------------------------------------------------------------------
 def relu_forward(x: DArray) -> tuple[DArray, DArray]:
     """y = max(x, 0); the ctx is y itself."""
-    x = _full(x)
+    x = full_sum(x)
     y = _like(x, torch.relu(x.local))
     return y, y
 
 
 def relu_backward(dy: DArray, ctx: DArray) -> DArray:
     """dx = dy where y > 0 (torch's ``threshold_backward``)."""
-    g = dy.redistribute(ctx.layout).local.to(ctx.dtype)
+    g = to_layout(dy, ctx.layout).local.to(ctx.dtype)
     return _like(ctx, _aten.threshold_backward(g, ctx.local, 0))
 
 
@@ -53,12 +48,12 @@ class GeluCtx:
 
 def gelu_forward(x: DArray, approximate: str = "none") -> tuple[DArray, GeluCtx]:
     """y = GELU(x) (``approximate="tanh"`` for the tanh form)."""
-    x = _full(x)
+    x = full_sum(x)
     return _like(x, F.gelu(x.local, approximate=approximate)), GeluCtx(x, approximate)
 
 
 def gelu_backward(dy: DArray, ctx: GeluCtx) -> DArray:
-    g = dy.redistribute(ctx.x.layout).local.to(ctx.x.dtype)
+    g = to_layout(dy, ctx.x.layout).local.to(ctx.x.dtype)
     return _like(ctx.x, _aten.gelu_backward(g, ctx.x.local, approximate=ctx.approximate))
 
 
@@ -87,7 +82,7 @@ def dropout_forward(x: DArray, p: float = 0.5, *, seed: int | None = None,
     the same on every rank."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-    x = _full(x)
+    x = full_sum(x)
     if not training or p == 0.0:
         return x, DropoutCtx(x.layout, None)
     mask = dropout_mask(x.shape, x.layout, x.grid, p, seed, x.dtype)
@@ -96,7 +91,7 @@ def dropout_forward(x: DArray, p: float = 0.5, *, seed: int | None = None,
 
 def dropout_backward(dy: DArray, ctx: DropoutCtx) -> DArray:
     """dx = dy * mask."""
-    dy = _full(dy.redistribute(ctx.layout))
+    dy = full_sum(to_layout(dy, ctx.layout))
     return dy if ctx.mask is None else _like(dy, dy.local.to(ctx.mask.dtype) * ctx.mask)
 
 
@@ -118,15 +113,15 @@ def bias_add_forward(x: DArray, b: DArray) -> tuple[DArray, BiasCtx]:
     same_grid("bias_add", x, b)
     if b.ndim != 1 or x.ndim < 2 or b.shape[0] != x.shape[1]:
         raise ValueError(f"bias_add: b {b.shape} does not match dim 1 of x {x.shape}")
-    x = _full(x)
-    br = b.redistribute(Layout(x.layout.dims[1]))
+    x = full_sum(x)
+    br = to_layout(b, Layout(x.layout.dims[1]))
     y = _like(x, x.local + _bias_view(br.local, x.ndim))
     return y, BiasCtx(x.layout, b.layout, x.grid, x.shape)
 
 
 def bias_add_backward(dy: DArray, ctx: BiasCtx, *, reduce: bool = True) -> tuple[DArray, DArray]:
     """(dx, db): dx = dy; db = dy summed over every dim but 1 (and over ranks)."""
-    dy = _full(dy.redistribute(ctx.x_layout))
+    dy = full_sum(to_layout(dy, ctx.x_layout))
     dims = [0] + list(range(2, dy.ndim))
     axes = tuple(a for i in dims for a in ctx.x_layout.dims[i].axes)
     lay = Layout(ctx.x_layout.dims[1])

@@ -29,12 +29,14 @@ its channels touch, with zero weights for the channels it does not own.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
 
 from ..array import DArray, Layout
-from ._common import block_range, check_ndim, finish_grad, pair, partial, same_grid
+from ._common import (block_range, check_ndim, finish_grad, pair, partial, resolved, same_grid,
+                      to_layout)
 from .halo import Window
 from .spatial import Halos, gather_halos
 from .strategy import ConvLayout, choose_conv_layout, conv_layout
@@ -67,43 +69,78 @@ class _GroupSlice:
                           t.new_zeros((self.pad[1],) + t.shape[1:])])
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """Everything about one convolution call that depends only on shapes and layouts
+    (cached: a training loop pays for it once per layer)."""
+
+    layout: ConvLayout
+    windows: tuple
+    stride: tuple
+    dilation: tuple
+    x_layout: Layout            # x[batch, R, height, width]
+    w_layout: Layout            # w[channels]
+    b_layout: Layout
+    y_layout: Layout
+    y_shape: tuple
+    dx_layout: Layout           # x's, partial over the channel axes
+    dw_layout: Layout           # w's, partial over the batch / spatial axes
+    db_layout: Layout
+    gs: _GroupSlice
+    channels: tuple             # this rank's output channels [c0, c1)
+
+
+@lru_cache(maxsize=1024)
+def _plan(x_shape, w_shape, stride, padding, dilation, groups: int, spec, grid, itemsize: int,
+          memory_bytes) -> _Plan:
+    cout, cin_g = w_shape[:2]
+    if groups < 1 or x_shape[1] != cin_g * groups or cout % groups:
+        raise ValueError(f"conv2d: x {x_shape} and w {w_shape} do not fit groups={groups} "
+                         "(need Cin = w.shape[1]*groups and Cout divisible by groups)")
+    stride, padding, dilation = (pair(v, n) for v, n in ((stride, "stride"), (padding, "padding"),
+                                                        (dilation, "dilation")))
+    windows = _windows(w_shape, stride, padding, dilation)
+    if isinstance(spec, str) and spec == "auto":
+        lay = choose_conv_layout(x_shape, w_shape, grid, windows, itemsize=itemsize,
+                                 memory_bytes=memory_bytes)
+    else:
+        lay = conv_layout(spec, grid)
+    y_shape = (x_shape[0], cout, windows[0].out_size(x_shape[2]), windows[1].out_size(x_shape[3]))
+    c0, c1 = block_range(cout, grid, lay.channels)
+    x_layout = resolved(lay.input_layout, grid, 4)
+    w_layout = resolved(lay.weight_layout, grid, 4)
+    b_layout = resolved(lay.weight_layout, grid, 1)
+    red = lay.reduce_axes
+    return _Plan(lay, windows, stride, dilation, x_layout, w_layout, b_layout,
+                 resolved(lay.output_layout, grid, 4), y_shape,
+                 partial(x_layout, grid, lay.channels), partial(w_layout, grid, red),
+                 partial(b_layout, grid, red), _GroupSlice.of(c0, c1, cout, x_shape[1], groups),
+                 (c0, c1))
+
+
 @dataclass
 class ConvCtx:
     """What ``conv2d_backward`` needs from the forward pass."""
 
-    layout: ConvLayout
+    plan: _Plan
     grid: object
     x_shape: tuple
     w_shape: tuple
-    x_layouts: tuple            # (as given, as computed on)
-    w_layout: Layout            # as given
-    b_layout: Layout | None     # as given (None: no bias)
-    y_layout: Layout
+    x_given: Layout
+    w_given: Layout
+    b_given: Layout | None      # None: no bias
     X: torch.Tensor             # local input with halos and explicit padding
     w_eff: torch.Tensor         # local weights widened to whole groups
     halos: Halos
-    gs: _GroupSlice
-    stride: tuple
-    dilation: tuple
     skip: bool                  # this rank computes no output
+
+    @property
+    def layout(self) -> ConvLayout:
+        return self.plan.layout
 
 
 def _windows(w_shape, stride, padding, dilation) -> tuple[Window, Window]:
     return tuple(Window(w_shape[2 + i], stride[i], padding[i], dilation[i]) for i in range(2))
-
-
-def _check(x: DArray, w: DArray, b: DArray | None, groups: int) -> None:
-    check_ndim(x, 4, "conv2d", "x")
-    check_ndim(w, 4, "conv2d", "w")
-    if b is not None:
-        check_ndim(b, 1, "conv2d", "b")
-    same_grid("conv2d", x, w, b)
-    cout, cin_g = w.shape[:2]
-    if groups < 1 or x.shape[1] != cin_g * groups or cout % groups:
-        raise ValueError(f"conv2d: x {x.shape} and w {w.shape} do not fit groups={groups} "
-                         "(need Cin = w.shape[1]*groups and Cout divisible by groups)")
-    if b is not None and b.shape != (cout,):
-        raise ValueError(f"conv2d: bias shape {b.shape} != ({cout},)")
 
 
 def conv2d_forward(x: DArray, w: DArray, b: DArray | None = None, stride=1, padding=0,
@@ -113,39 +150,35 @@ def conv2d_forward(x: DArray, w: DArray, b: DArray | None = None, stride=1, padd
 
     ``layout``: a ``ConvLayout``, a name (``strategy.NAMED``) or ``"auto"``
     (``choose_conv_layout``, optionally within ``memory_bytes`` per rank)."""
-    _check(x, w, b, groups)
+    check_ndim(x, 4, "conv2d", "x")
+    check_ndim(w, 4, "conv2d", "w")
+    if b is not None:
+        check_ndim(b, 1, "conv2d", "b")
+        if b.shape != w.shape[:1]:
+            raise ValueError(f"conv2d: bias shape {b.shape} != ({w.shape[0]},)")
+    same_grid("conv2d", x, w, b)
     grid = x.grid
-    stride, padding, dilation = (pair(v, n) for v, n in ((stride, "stride"), (padding, "padding"),
-                                                        (dilation, "dilation")))
-    windows = _windows(w.shape, stride, padding, dilation)
-    if isinstance(layout, str) and layout == "auto":
-        lay = choose_conv_layout(x.shape, w.shape, grid, windows,
-                                 itemsize=x.dtype.itemsize, memory_bytes=memory_bytes)
-    else:
-        lay = conv_layout(layout, grid)
-    xr = x.redistribute(lay.input_layout)                   # x[batch, R, height, width]
-    wr = w.redistribute(lay.weight_layout)                  # w[channels]
-    br = None if b is None else b.redistribute(lay.weight_layout)
-    X, halos = gather_halos(xr, windows)
-    cout, cin = w.shape[0], x.shape[1]
-    c0, c1 = block_range(cout, grid, lay.channels)
-    gs = _GroupSlice.of(c0, c1, cout, cin, groups)
+    key = tuple(v if isinstance(v, int) else tuple(v) for v in (stride, padding, dilation))
+    pl = _plan(x.shape, w.shape, *key, groups, layout, grid, x.dtype.itemsize, memory_bytes)
+    xr = to_layout(x, pl.x_layout)                     # x[batch, R, height, width]
+    wr = to_layout(w, pl.w_layout)                     # w[channels]
+    br = None if b is None else to_layout(b, pl.b_layout)
+    X, halos = gather_halos(xr, pl.windows)
+    gs = pl.gs
+    c0, c1 = pl.channels
     w_eff = gs.widen(wr.local)
     skip = halos.empty or c1 <= c0
-    y_shape = (x.shape[0], cout, windows[0].out_size(x.shape[2]), windows[1].out_size(x.shape[3]))
-    y_layout = lay.output_layout.resolve(grid, 4)
     if skip:
         y_local = X.new_zeros((X.shape[0], c1 - c0) + halos.out_local)
     else:
         y_local = F.conv2d(X.narrow(1, *_span(gs.x_channels)), w_eff,
-                           gs.widen(None if br is None else br.local), stride,
-                           halos.torch_padding, dilation, gs.groups)
+                           gs.widen(None if br is None else br.local), pl.stride,
+                           halos.torch_padding, pl.dilation, gs.groups)
         if gs.pad != (0, 0):
             y_local = y_local.narrow(1, gs.pad[0], c1 - c0)
-    y = DArray(y_local, y_shape, y_layout, grid)
-    ctx = ConvCtx(lay, grid, x.shape, w.shape, (x.layout, xr.layout), w.layout,
-                  None if b is None else b.layout, y_layout, X, w_eff, halos, gs, stride,
-                  dilation, skip)
+    y = DArray(y_local, pl.y_shape, pl.y_layout, grid)
+    ctx = ConvCtx(pl, grid, x.shape, w.shape, x.layout, w.layout, None if b is None else b.layout,
+                  X, w_eff, halos, skip)
     return y, ctx
 
 
@@ -159,29 +192,28 @@ def conv2d_backward(dy: DArray, ctx: ConvCtx, *, reduce: bool = True,
     layouts, or partial sums over the batch/spatial axes when ``reduce=False``.
     ``need_dx=False`` (same on every rank) skips dx, as autograd does for an input
     that needs no gradient."""
-    lay, grid, gs = ctx.layout, ctx.grid, ctx.gs
-    dy = dy.redistribute(ctx.y_layout)
-    has_bias = ctx.b_layout is not None
+    pl, grid = ctx.plan, ctx.grid
+    gs = pl.gs
+    dy = to_layout(dy, pl.y_layout)
+    has_bias = ctx.b_given is not None
     X = ctx.X
-    cout = ctx.w_shape[0]
+    n_own = pl.channels[1] - pl.channels[0]
     if ctx.skip:
         dX_own = X.new_zeros(X.shape) if need_dx else None
-        dw_local = ctx.w_eff.new_zeros((dy.local.shape[1],) + ctx.w_eff.shape[1:])
-        db_local = ctx.w_eff.new_zeros(dy.local.shape[1])
+        dw_local = ctx.w_eff.new_zeros((n_own,) + ctx.w_eff.shape[1:])
+        db_local = ctx.w_eff.new_zeros(n_own)
     else:
         g = dy.local.to(X.dtype)
         if gs.pad != (0, 0):
             g = F.pad(g, (0, 0, 0, 0, *gs.pad))
         Xs = X.narrow(1, *_span(gs.x_channels))
-        dXs, dw_eff, db_eff = _conv_backward(
-            g, Xs, ctx.w_eff, [ctx.w_eff.shape[0]] if has_bias else None, list(ctx.stride),
-            list(ctx.halos.torch_padding), list(ctx.dilation), False, [0, 0], gs.groups,
+        dXs, dw_local, db_local = _conv_backward(
+            g, Xs, ctx.w_eff, [ctx.w_eff.shape[0]] if has_bias else None, list(pl.stride),
+            list(ctx.halos.torch_padding), list(pl.dilation), False, [0, 0], gs.groups,
             [need_dx, True, has_bias])
-        n_own = dy.local.shape[1]
-        dw_local = dw_eff.narrow(0, gs.pad[0], n_own) if gs.pad != (0, 0) else dw_eff
-        db_local = None
-        if has_bias:
-            db_local = db_eff.narrow(0, gs.pad[0], n_own) if gs.pad != (0, 0) else db_eff
+        if gs.pad != (0, 0):
+            dw_local = dw_local.narrow(0, gs.pad[0], n_own).contiguous()
+            db_local = None if db_local is None else db_local.narrow(0, gs.pad[0], n_own).contiguous()
         if not need_dx or Xs.shape[1] == X.shape[1]:
             dX_own = dXs
         else:
@@ -189,18 +221,13 @@ def conv2d_backward(dy: DArray, ctx: ConvCtx, *, reduce: bool = True,
             dX_own.narrow(1, *_span(gs.x_channels)).copy_(dXs)
     dx = None
     if need_dx:
-        x_given, x_used = ctx.x_layouts
-        dx = DArray(ctx.halos.backward(dX_own), ctx.x_shape, partial(x_used, grid, lay.channels),
-                    grid).redistribute(x_given)
-    red = lay.reduce_axes
-    w_lay = lay.weight_layout.resolve(grid, 4)
-    dw = DArray(dw_local.contiguous(), ctx.w_shape, partial(w_lay, grid, red), grid)
-    dw = finish_grad(dw, ctx.w_layout if reduce else dw.layout, reduce)
+        dx = to_layout(DArray(ctx.halos.backward(dX_own), ctx.x_shape, pl.dx_layout, grid),
+                       ctx.x_given)
+    dw = finish_grad(DArray(dw_local, ctx.w_shape, pl.dw_layout, grid), ctx.w_given, reduce)
     db = None
     if has_bias:
-        b_lay = lay.weight_layout.resolve(grid, 1)
-        db = DArray(db_local.contiguous(), (cout,), partial(b_lay, grid, red), grid)
-        db = finish_grad(db, ctx.b_layout, reduce)
+        db = finish_grad(DArray(db_local, ctx.w_shape[:1], pl.db_layout, grid), ctx.b_given,
+                         reduce)
     return dx, dw, db
 
 

@@ -31,7 +31,7 @@ import torch
 
 from ..array import DArray, Dim, Layout
 from ..linalg import matmul as _linalg_matmul
-from ._common import check_ndim, finish_grad, live_axes, same_grid
+from ._common import check_ndim, finish_grad, full_sum, live_axes, same_grid, to_layout
 
 
 def product_layout(a: DArray, b: DArray) -> Layout:
@@ -49,8 +49,7 @@ def product_layout(a: DArray, b: DArray) -> Layout:
 def matmul(a: DArray, b: DArray) -> DArray:
     """a @ b for 2-D DArrays through ``dmath.linalg.matmul``, asking for
     ``product_layout`` (partial sums stay partial for the caller to reduce)."""
-    a = a.redistribute(a.layout.without_partial())
-    b = b.redistribute(b.layout.without_partial())
+    a, b = full_sum(a), full_sum(b)
     return _linalg_matmul(a, b, out_layout=product_layout(a, b))
 
 
@@ -73,9 +72,9 @@ def linear_forward(x: DArray, w: DArray, b: DArray | None = None) -> tuple[DArra
         raise ValueError(f"linear: x {x.shape}, w {w.shape}, b {None if b is None else b.shape} "
                          "do not fit y = x @ w.T + b")
     y = matmul(x, w.T)
-    y = y.redistribute(y.layout.without_partial())
+    y = full_sum(y)
     if b is not None:
-        br = b.redistribute(Layout(y.layout.dims[1]))
+        br = to_layout(b, Layout(y.layout.dims[1]))
         y = DArray(y.local + br.local, y.shape, y.layout, y.grid)
     ctx = LinearCtx(x, w, x.layout, w.layout, None if b is None else b.layout, y.layout)
     return y, ctx
@@ -85,8 +84,8 @@ def linear_backward(dy: DArray, ctx: LinearCtx, *, reduce: bool = True,
                     need_dx: bool = True) -> tuple[DArray | None, DArray, DArray | None]:
     """(dx, dw, db); dx in x's layout (None if not ``need_dx``), dw/db in w's/b's
     (or partial: ``reduce=False``)."""
-    dy = dy.redistribute(ctx.y_layout).astype(ctx.w.dtype)
-    dx = matmul(dy, ctx.w).redistribute(ctx.x_layout) if need_dx else None
+    dy = to_layout(dy, ctx.y_layout).astype(ctx.w.dtype)
+    dx = to_layout(matmul(dy, ctx.w), ctx.x_layout) if need_dx else None
     dw = matmul(dy.T, ctx.x)
     dw = finish_grad(dw, ctx.w_layout, reduce)
     db = None
@@ -100,7 +99,7 @@ def linear_backward(dy: DArray, ctx: LinearCtx, *, reduce: bool = True,
 
 def flatten_forward(x: DArray) -> tuple[DArray, tuple]:
     """(N, ...) -> (N, prod(...)): x gathered to [batch, R, ...] and reshaped locally."""
-    xr = x.redistribute(Layout(x.layout.without_partial().dims[0]))
+    xr = to_layout(x, Layout(x.layout.dims[0]))
     lay = Layout(xr.layout.dims[0], Dim())
     y = DArray(xr.local.reshape(xr.local.shape[0], -1), (x.shape[0], math.prod(x.shape[1:])),
                lay, x.grid)
@@ -109,9 +108,9 @@ def flatten_forward(x: DArray) -> tuple[DArray, tuple]:
 
 def flatten_backward(dy: DArray, ctx: tuple) -> DArray:
     shape, given, used = ctx
-    g = dy.redistribute(Layout(used.dims[0]))
-    return DArray(g.local.reshape((g.local.shape[0],) + tuple(shape[1:])), shape, used,
-                  dy.grid).redistribute(given)
+    g = to_layout(dy, Layout(used.dims[0]))
+    return to_layout(DArray(g.local.reshape((g.local.shape[0],) + tuple(shape[1:])), shape, used,
+                            dy.grid), given)
 
 
 __all__ = ["LinearCtx", "flatten_backward", "flatten_forward", "linear_backward",

@@ -24,7 +24,7 @@ import torch
 
 from ..array import DArray, Layout, global_indices
 from ..ops import full, reductions
-from ._common import check_ndim, live_axes, same_grid
+from ._common import check_ndim, full_sum, live_axes, same_grid, to_layout
 
 REDUCTIONS = ("none", "sum", "mean")
 
@@ -53,7 +53,7 @@ def reduce_loss_backward(dloss: "DArray | float | None", ctx: ReduceCtx) -> DArr
     if ctx.reduction == "none":
         if not isinstance(dloss, DArray):
             raise TypeError("reduction='none' needs dloss as an array of the losses' shape")
-        return dloss.redistribute(ctx.layout)
+        return to_layout(dloss, ctx.layout)
     g = 1.0 if dloss is None else float(dloss.item() if isinstance(dloss, DArray) else dloss)
     if ctx.reduction == "mean":
         g /= max(1, math.prod(ctx.shape))
@@ -85,10 +85,10 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
     if target.shape[0] != logits.shape[0]:
         raise ValueError(f"softmax_cross_entropy: target {target.shape} does not match logits "
                          f"{logits.shape}")
-    logits = logits.redistribute(logits.layout.without_partial())
+    logits = full_sum(logits)
     grid = logits.grid
     rows = Layout(logits.layout.dims[0])
-    t = target.redistribute(rows).local.to(torch.int64)
+    t = to_layout(target, rows).local.to(torch.int64)
     x = logits.local.to(_acc(logits.dtype))
     comm = None
     kaxes = live_axes(grid, logits.layout.dims[1].axes)
@@ -115,7 +115,7 @@ def softmax_cross_entropy_backward(dloss: "DArray | float | None",
                                    ctx: CrossEntropyCtx) -> DArray:
     """dlogits in the logits' layout."""
     rows = Layout(ctx.logits_layout.dims[0])
-    d = reduce_loss_backward(dloss, ctx.reduce).redistribute(rows).local
+    d = to_layout(reduce_loss_backward(dloss, ctx.reduce), rows).local
     g = (ctx.probs - ctx.hit.to(ctx.probs.dtype)) * d.to(ctx.probs.dtype)[:, None]
     return DArray(g.to(ctx.dtype), ctx.shape, ctx.logits_layout, ctx.grid)
 
@@ -131,15 +131,15 @@ def mse_loss_forward(x: DArray, target: DArray, reduction: str = "mean") -> tupl
     same_grid("mse_loss", x, target)
     if x.shape != target.shape:
         raise ValueError(f"mse_loss: x {x.shape} and target {target.shape} differ")
-    x = x.redistribute(x.layout.without_partial())
-    diff = DArray(x.local - target.redistribute(x.layout).local, x.shape, x.layout, x.grid)
+    x = full_sum(x)
+    diff = DArray(x.local - to_layout(target, x.layout).local, x.shape, x.layout, x.grid)
     sq = DArray(diff.local.square(), x.shape, x.layout, x.grid)
     loss, rctx = reduce_loss_forward(sq, reduction)
     return loss, MSECtx(diff, rctx)
 
 
 def mse_loss_backward(dloss: "DArray | float | None", ctx: MSECtx) -> DArray:
-    d = reduce_loss_backward(dloss, ctx.reduce).redistribute(ctx.diff.layout).local
+    d = to_layout(reduce_loss_backward(dloss, ctx.reduce), ctx.diff.layout).local
     return DArray(2 * ctx.diff.local * d.to(ctx.diff.dtype), ctx.diff.shape, ctx.diff.layout,
                   ctx.diff.grid)
 

@@ -20,7 +20,7 @@ from .. import ops
 from ..array import DArray, Layout
 from ..runtime import default_grid
 from . import activation, conv, linear, loss, norm, pool
-from ._common import pair
+from ._common import pair, to_layout
 from .gradsync import GradReducer
 from .precision import Param
 from .strategy import ConvLayout, choose_conv_layout, conv_layout
@@ -107,9 +107,9 @@ class Conv2d(Module):
                                                  itemsize=x.dtype.itemsize)
             else:
                 self.layout = conv_layout(self.layout, self.grid)
-            self.w.set_master(self.w.master.redistribute(self.layout.weight_layout))
+            self.w.set_master(to_layout(self.w.master, self.layout.weight_layout))
             if self.b is not None:
-                self.b.set_master(self.b.master.redistribute(self.layout.weight_layout))
+                self.b.set_master(to_layout(self.b.master, self.layout.weight_layout))
         return self.layout
 
     def forward(self, x):
@@ -133,7 +133,7 @@ class Linear(Module):
         grid = default_grid() if grid is None else grid
         bound = 1.0 / math.sqrt(din)
         w = _uniform((dout, din), bound, seed, grid, dtype)
-        self.w = Param(w if w_layout is None else w.redistribute(w_layout), "weight")
+        self.w = Param(w if w_layout is None else to_layout(w, w_layout), "weight")
         self.b = Param(_uniform((dout,), bound, None if seed is None else seed + 1, grid, dtype),
                        "bias") if bias else None
         self._ctx = None
@@ -257,11 +257,11 @@ class Residual(Module):
     def forward(self, x):
         y = self.body(x)
         self._x_layout = x.layout
-        return DArray(y.local + x.redistribute(y.layout).local, y.shape, y.layout, y.grid)
+        return DArray(y.local + to_layout(x, y.layout).local, y.shape, y.layout, y.grid)
 
     def backward(self, dy, reducer=None, need_dx=True):
         dx = self.body.backward(dy, reducer)
-        skip = dy.redistribute(self._x_layout)
+        skip = to_layout(dy, self._x_layout)
         return DArray(dx.local + skip.local, dx.shape, dx.layout, dx.grid)
 
 

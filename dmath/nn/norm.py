@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 
 from ..array import DArray, Layout
-from ._common import live_axes, same_grid
+from ._common import full_sum, live_axes, resolved, same_grid, to_layout
 
 
 @dataclass
@@ -44,6 +45,13 @@ class BatchNormCtx:
 
 def _bcast(v: torch.Tensor, ndim: int) -> torch.Tensor:
     return v.view((1, -1) + (1,) * (ndim - 2))
+
+
+@lru_cache(maxsize=1024)
+def _channels(layout: Layout, grid) -> tuple[Layout, tuple]:
+    """(layout of a (C,) array laid out like dim 1, grid axes the statistics reduce over)."""
+    axes = tuple(a for i, d in enumerate(layout.dims) if i != 1 for a in d.axes)
+    return resolved(Layout(layout.dims[1]), grid, 1), live_axes(grid, axes)
 
 
 def _acc_dtype(t: torch.dtype) -> torch.dtype:
@@ -76,14 +84,13 @@ def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | No
     In training, running_mean/var (if given, (C,) arrays) are updated in place
     with the unbiased variance, as torch does; otherwise they are used."""
     same_grid("batch_norm", x, gamma, beta, running_mean, running_var)
-    x = x.redistribute(x.layout.without_partial())
+    x = full_sum(x)
     grid, nd = x.grid, x.ndim
-    chan = Layout(x.layout.dims[1])
+    chan, axes = _channels(x.layout, grid)
     dims = [0] + list(range(2, nd))
-    axes = live_axes(grid, tuple(a for i in dims for a in x.layout.dims[i].axes))
     xl = x.local
     layouts = (None if gamma is None else gamma.layout, None if beta is None else beta.layout)
-    params = [None if a is None else a.redistribute(chan) for a in
+    params = [None if a is None else to_layout(a, chan) for a in
               (gamma, beta, running_mean, running_var)]
     if not axes and all(a is None or a.dtype == xl.dtype for a in params):
         return _native_forward(x, params, (running_mean, running_var), training, momentum, eps,
@@ -95,7 +102,7 @@ def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | No
         for given, used, v in ((running_mean, rm, mean), (running_var, rv, unbiased)):
             if given is not None:
                 used.local.mul_(1 - momentum).add_(momentum * v.to(used.dtype))
-                given.set_local(used.redistribute(given.layout).local)
+                given.set_local(to_layout(used, given.layout).local)
     else:
         if rm is None or rv is None:
             raise ValueError("batch_norm: evaluation needs running_mean and running_var")
@@ -115,7 +122,7 @@ def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | No
 def batch_norm_backward(dy: DArray, ctx: BatchNormCtx) -> tuple[DArray, DArray | None,
                                                                DArray | None]:
     """(dx, dgamma, dbeta), dgamma/dbeta in gamma's/beta's layouts (summed over ranks)."""
-    dy = dy.redistribute(ctx.x_layout)
+    dy = to_layout(dy, ctx.x_layout)
     if ctx.native is not None:
         return _native_backward(dy, ctx)
     nd = len(ctx.shape)
@@ -137,11 +144,11 @@ def batch_norm_backward(dy: DArray, ctx: BatchNormCtx) -> tuple[DArray, DArray |
 
 def _outputs(ctx: BatchNormCtx, dx, dgamma, dbeta) -> tuple:
     """dx as a DArray; dgamma/dbeta (channel-laid) moved to gamma's/beta's layouts."""
-    chan = Layout(ctx.x_layout.dims[1]).resolve(ctx.grid, 1)
+    chan = _channels(ctx.x_layout, ctx.grid)[0]
     out = []
     for v, lay in zip((dgamma, dbeta), ctx.layouts):
         out.append(None if lay is None else
-                   DArray(v.to(ctx.dtype), (ctx.shape[1],), chan, ctx.grid).redistribute(lay))
+                   to_layout(DArray(v.to(ctx.dtype), (ctx.shape[1],), chan, ctx.grid), lay))
     return DArray(dx.to(ctx.dtype), ctx.shape, ctx.x_layout, ctx.grid), out[0], out[1]
 
 
@@ -164,7 +171,7 @@ def _native_forward(x: DArray, params: list, running: tuple, training: bool, mom
         y, save_mean, save_rstd, reserve = op(x.local, g, b, rm, rv, momentum, eps)
         if training:
             for given, used in zip(running, params[2:]):
-                given.set_local(used.redistribute(given.layout).local)
+                given.set_local(to_layout(used, given.layout).local)
     ctx = BatchNormCtx(x.layout, x.grid, x.shape, None, None, None, layouts, (), 0, training,
                        x.dtype, (x.local, g, rm, rv, save_mean, save_rstd, eps, reserve))
     return DArray(y, x.shape, x.layout, x.grid), ctx

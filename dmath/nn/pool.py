@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ..array import DArray, Dim
-from ._common import check_ndim, pair
+from ._common import check_ndim, pair, to_layout
 from .halo import Window
 from .spatial import Halos, gather_halos
 
@@ -51,7 +51,7 @@ def _prepare(x: DArray, op: str, kernel, stride, padding, dilation, ceil_mode: b
             raise ValueError(f"{op}: padding {padding} must be at most half of kernel {kernel}")
     lay = x.layout.without_partial()
     lay = lay.replace(dims=[Dim(d.axes) if i >= 2 else d for i, d in enumerate(lay.dims)])
-    xr = x.redistribute(lay)
+    xr = to_layout(x, lay)
     windows = tuple(Window(kernel[i], stride[i], padding[i], dilation[i]) for i in range(2))
     X, halos = gather_halos(xr, windows, fill)
     out_shape = x.shape[:2] + tuple(w.out_size(n) for w, n in zip(windows, x.shape[2:]))
@@ -101,12 +101,12 @@ def avg_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, ceil_mode
 def _finish(dX: torch.Tensor, ctx: PoolCtx) -> DArray:
     given, used = ctx.x_layouts
     dx = DArray(ctx.halos.backward(dX), ctx.x_shape, used, ctx.grid)
-    return dx.redistribute(given)
+    return to_layout(dx, given)
 
 
 def max_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
     """dx for dy = dL/dy of ``max_pool2d_forward``, in x's layout."""
-    g = dy.redistribute(ctx.x_layouts[1]).local.to(ctx.X.dtype)
+    g = to_layout(dy, ctx.x_layouts[1]).local.to(ctx.X.dtype)
     if ctx.halos.empty:
         dX = torch.zeros_like(ctx.X)
     else:
@@ -118,7 +118,7 @@ def max_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
 
 def avg_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
     """dx for dy = dL/dy of ``avg_pool2d_forward``, in x's layout."""
-    g = dy.redistribute(ctx.x_layouts[1]).local.to(ctx.X.dtype)
+    g = to_layout(dy, ctx.x_layouts[1]).local.to(ctx.X.dtype)
     include, divisor, counts = ctx.extra
     pad = list(ctx.halos.torch_padding)
     if ctx.halos.empty:

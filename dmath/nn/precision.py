@@ -20,6 +20,7 @@ import torch
 
 from ..array import DArray
 from ..runtime import world
+from ._common import to_layout
 
 
 class Param:
@@ -47,7 +48,7 @@ class Param:
 
     def accept_grad(self, g: DArray) -> None:
         """Store ``g`` in the master's dtype and layout."""
-        g = g.redistribute(self.master.layout)
+        g = to_layout(g, self.master.layout)
         self.grad = g.astype(self.master.dtype)
 
     def __repr__(self) -> str:
