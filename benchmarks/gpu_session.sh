@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The lent-GPU session, in two parts (each well inside one 10-minute device call):
+#   bash benchmarks/gpu_session.sh tests   # the test suite on CUDA: 1 rank, and 2-4 ranks sharing the GPU (staged)
+#   bash benchmarks/gpu_session.sh bench   # GEMM, convolution and redistribution benchmarks on the GPU
+# Logs go to $OUT (the device tool's output folder) or benchmarks/out.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-benchmarks/out}; mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 DMATH_DEVICE=cuda
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nvidia-smi -L
+python3 -c "import torch, mpi4py; print('torch', torch.__version__, 'mpi4py', mpi4py.__version__)"
+case "${1:-tests}" in
+  tests)
+    timeout 540 python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
+    ;;
+  bench)
+    timeout 200 python3 benchmarks/gemm.py --gpu --ranks 4 2>&1 | tee "$OUT/gpu_gemm.log" | tail -30
+    timeout 150 python3 benchmarks/conv.py --gpu --no-doc 2>&1 | tee "$OUT/gpu_conv.log" | tail -25
+    timeout 120 python3 benchmarks/redistribute.py --ranks 4 --no-doc 2>&1 | tee "$OUT/gpu_redistribute.log" | tail -25
+    ;;
+esac
