@@ -246,6 +246,7 @@ def main(argv=None) -> int:
     runs = [(args.ranks, "dmath, data parallel" if args.ranks > 1 else "dmath, 1 rank")]
     if args.gpu and args.share > 1:
         runs.append((args.share, f"dmath, {args.share} ranks sharing the GPU (info)"))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     before = {m: time_torch(args, m, device, dtype) for m in models}
     results = {ranks: _run_dmath(args, argv, ranks) for ranks, _ in runs}
     after = {m: time_torch(args, m, device, dtype) for m in models}
@@ -259,7 +260,7 @@ def main(argv=None) -> int:
     head = (f"{where}; batch {args.batch}, {args.image}x{args.image}, width {args.width}, "
             f"{args.dtype}{', channels_last' if args.channels_last else ''}; torch: "
             f"{args.threads} thread(s), 1 process; median of {args.repeat} steps "
-            f"(torch: {2 * args.repeat})")
+            f"(torch: {2 * args.repeat}); load average {load:.1f} at the start")
     table = _table(rows)
     print(head)
     print(table)

@@ -7,9 +7,10 @@ their counts, means and centred sums of squares with one all-gather
 may be sharded (gamma/beta follow dim 1's layout). Statistics accumulate in
 float32 for half-precision inputs.
 
-    forward:  y = (x - mean) * invstd * gamma + beta
-    backward: one all-reduce of [sum dy, sum dy*xhat] per channel;
+    forward:  y = x * a + b,  a = gamma * invstd, b = beta - mean * a   (one pass)
+    backward: one all-reduce of [sum dy, sum dy*xhat] per channel, then
               dx = gamma*invstd/n * (n*dy - sum dy - xhat * sum dy*xhat)
+                 = dy * a + x * k + c  per channel                       (one pass)
 
 When no rank shares a channel's statistics (one rank, or only C sharded) and
 the dtypes agree, the kernels torch's own batch norm dispatches to are used
@@ -32,8 +33,9 @@ class BatchNormCtx:
     x_layout: Layout
     grid: object
     shape: tuple
-    xhat: torch.Tensor
-    invstd: torch.Tensor
+    x: torch.Tensor | None          # this rank's input (generic path)
+    mean: torch.Tensor | None       # per channel, accumulation dtype
+    invstd: torch.Tensor | None
     gamma: torch.Tensor | None
     layouts: tuple          # (gamma's, beta's) as given
     axes: tuple             # grid axes the statistics reduce over
@@ -58,21 +60,22 @@ def _acc_dtype(t: torch.dtype) -> torch.dtype:
     return torch.float64 if t == torch.float64 else torch.float32
 
 
-def _stats(x: torch.Tensor, comm, dims: list[int]) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Global (mean, biased var, count) per channel from every rank's piece."""
+def _stats(x: torch.Tensor, comm, dims: list[int], count: int) -> tuple[torch.Tensor,
+                                                                        torch.Tensor]:
+    """Global (mean, biased var) per channel from every rank's piece (``count``:
+    elements per channel over all ranks, known from the global shape)."""
     xa = x.to(_acc_dtype(x.dtype))
     n, c = math.prod(xa.shape[d] for d in dims), xa.shape[1]
     mean = xa.mean(dims) if n else xa.new_zeros(c)
     m2 = ((xa - _bcast(mean, xa.ndim)) ** 2).sum(dims) if n else xa.new_zeros(c)
     if comm is None:
-        return mean, m2 / max(n, 1), n
+        return mean, m2 / max(n, 1)
     mine = torch.cat([xa.new_tensor([float(n)]), mean, m2])
     allp = comm.allgatherv(mine, [2 * c + 1] * comm.size).view(comm.size, 2 * c + 1)
     counts, means, m2s = allp[:, :1], allp[:, 1:c + 1], allp[:, c + 1:]
-    total = counts.sum()
-    g_mean = (counts * means).sum(0) / total
+    g_mean = (counts * means).sum(0) / max(count, 1)
     g_m2 = (m2s + counts * (means - g_mean) ** 2).sum(0)
-    return g_mean, g_m2 / total, int(total.item())
+    return g_mean, g_m2 / max(count, 1)
 
 
 def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | None = None,
@@ -96,8 +99,10 @@ def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | No
         return _native_forward(x, params, (running_mean, running_var), training, momentum, eps,
                                layouts)
     gl, bl, rm, rv = params
+    acc = _acc_dtype(xl.dtype)
+    count = math.prod(x.shape[d] for d in dims)
     if training:
-        mean, var, count = _stats(xl, grid.comm(axes) if axes else None, dims)
+        mean, var = _stats(xl, grid.comm(axes) if axes else None, dims, count)
         unbiased = var * count / max(count - 1, 1)
         for given, used, v in ((running_mean, rm, mean), (running_var, rv, unbiased)):
             if given is not None:
@@ -106,16 +111,14 @@ def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | No
     else:
         if rm is None or rv is None:
             raise ValueError("batch_norm: evaluation needs running_mean and running_var")
-        mean, var = (t.local.to(_acc_dtype(xl.dtype)) for t in (rm, rv))
-        count = 0
+        mean, var = (t.local.to(acc) for t in (rm, rv))
     invstd = torch.rsqrt(var + eps)
-    xhat = (xl.to(mean.dtype) - _bcast(mean, nd)) * _bcast(invstd, nd)
-    g = None if gl is None else gl.local.to(mean.dtype)
-    y = xhat if g is None else xhat * _bcast(g, nd)
-    if bl is not None:
-        y = y + _bcast(bl.local.to(mean.dtype), nd)
-    ctx = BatchNormCtx(x.layout, grid, x.shape, xhat, invstd, g, layouts, axes, count, training,
-                       xl.dtype)
+    g = None if gl is None else gl.local.to(acc)
+    a = invstd if g is None else invstd * g
+    shift = -mean * a if bl is None else bl.local.to(acc) - mean * a
+    y = torch.addcmul(_bcast(shift, nd), xl.to(acc), _bcast(a, nd))
+    ctx = BatchNormCtx(x.layout, grid, x.shape, xl, mean, invstd, g, layouts, axes, count,
+                       training, xl.dtype)
     return DArray(y.to(xl.dtype), x.shape, x.layout, grid), ctx
 
 
@@ -127,18 +130,22 @@ def batch_norm_backward(dy: DArray, ctx: BatchNormCtx) -> tuple[DArray, DArray |
         return _native_backward(dy, ctx)
     nd = len(ctx.shape)
     dims = [0] + list(range(2, nd))
-    g = dy.local.to(ctx.xhat.dtype)
-    c = ctx.xhat.shape[1]
-    sums = torch.cat([g.sum(dims), (g * ctx.xhat).sum(dims)])
+    mean, invstd = ctx.mean, ctx.invstd
+    g = dy.local.to(mean.dtype)
+    x = ctx.x.to(mean.dtype)
+    c = mean.shape[0]
+    sums = torch.cat([g.sum(dims), (g * (x - _bcast(mean, nd))).sum(dims)])
     if ctx.axes:
         sums = ctx.grid.comm(ctx.axes).allreduce(sums)
-    sum_dy, sum_dy_xhat = sums[:c], sums[c:]
-    scale = ctx.invstd if ctx.gamma is None else ctx.invstd * ctx.gamma
+    sum_dy, sum_dy_xhat = sums[:c], invstd * sums[c:]
+    a = invstd if ctx.gamma is None else invstd * ctx.gamma
     if ctx.training:
         n = ctx.count
-        dx = _bcast(scale / n, nd) * (n * g - _bcast(sum_dy, nd) - ctx.xhat * _bcast(sum_dy_xhat, nd))
+        k = -a * invstd * sum_dy_xhat / n
+        shift = -a * sum_dy / n - k * mean
+        dx = torch.addcmul(torch.addcmul(_bcast(shift, nd), g, _bcast(a, nd)), x, _bcast(k, nd))
     else:
-        dx = g * _bcast(scale, nd)
+        dx = g * _bcast(a, nd)
     return _outputs(ctx, dx, sum_dy_xhat, sum_dy)
 
 
@@ -172,8 +179,8 @@ def _native_forward(x: DArray, params: list, running: tuple, training: bool, mom
         if training:
             for given, used in zip(running, params[2:]):
                 given.set_local(to_layout(used, given.layout).local)
-    ctx = BatchNormCtx(x.layout, x.grid, x.shape, None, None, None, layouts, (), 0, training,
-                       x.dtype, (x.local, g, rm, rv, save_mean, save_rstd, eps, reserve))
+    ctx = BatchNormCtx(x.layout, x.grid, x.shape, None, None, None, None, layouts, (), 0,
+                       training, x.dtype, (x.local, g, rm, rv, save_mean, save_rstd, eps, reserve))
     return DArray(y, x.shape, x.layout, x.grid), ctx
 
 
