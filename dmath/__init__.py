@@ -21,6 +21,7 @@ from .runtime import STATS as comm_stats
 from .runtime import Grid, context, default_grid, finalize, init, is_initialized, set_default_grid
 from .runtime import RemoteError, command, memory_stats, set_cache_budget, sync
 from . import linalg
+from . import nn
 from .linalg import gemm, matmul
 
 __version__ = "0.1.0"
