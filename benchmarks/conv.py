@@ -265,7 +265,7 @@ def main(argv=None) -> int:
     print(head)
     print(table)
     if not args.no_doc:
-        _write_doc(_section(args, argv, head, table))
+        _write_doc(*_section(args, argv, head, table))
         print(f"written to {DOC.relative_to(ROOT)}")
     return 0
 
@@ -278,31 +278,76 @@ def _table(rows) -> str:
     return "\n".join(out)
 
 
-def _section(args, argv, head, table) -> str:
-    kind = "GPU" if args.gpu else "CPU"
+def _block_markers(kind: str) -> tuple[str, str]:
+    return f"<!-- benchmarks/conv.py {kind}: begin -->", f"<!-- benchmarks/conv.py {kind}: end -->"
+
+
+LAYOUT_CASES = [  # (x shape, w shape, grid shape): what choose_conv_layout picks, in the doc
+    ((64, 64, 32, 32), (64, 64, 3, 3), (4,)),
+    ((1, 16, 2048, 2048), (16, 16, 3, 3), (4,)),
+    ((8, 2048, 7, 7), (2048, 2048, 3, 3), (4,)),
+    ((2, 32, 1024, 1024), (32, 32, 3, 3), (2, 2)),
+    ((2, 64, 56, 56), (512, 64, 3, 3), (2, 2)),
+]
+
+
+def _layout_table() -> str:
+    """The layouts ``layout="auto"`` picks for a few shapes (same as tests/test_nn_strategy.py)."""
+    sys.path.insert(0, str(ROOT))
+    from dmath import Grid
+    from dmath.nn import Window, choose_conv_layout
+    rows = ["| x (N, C, H, W) | w (Cout, Cin, kh, kw) | grid | auto picks |", "|---|---|---|---|"]
+    for x, w, shape in LAYOUT_CASES:
+        grid = Grid.virtual(shape, ("a",) if len(shape) == 1 else ("r", "c"))
+        lay = choose_conv_layout(x, w, grid, (Window(3, 1, 1), Window(3, 1, 1)))
+        rows.append(f"| {x} | {w} | {grid!r} | {lay} |")
+    return "\n".join(rows)
+
+
+def _section(args, argv, head, table) -> tuple[str, str]:
+    """(kind, this run's block) for the Convolution section."""
+    kind = "gpu" if args.gpu else "cpu"
     cmd = "python benchmarks/conv.py" + ("" if not argv else " " + " ".join(argv))
-    return "\n".join([
+    b, e = _block_markers(kind)
+    return kind, "\n".join([b, f"### {kind.upper()}: `{cmd}`", "", head, "", table, e])
+
+
+def _write_doc(kind: str, block: str) -> None:
+    """Rewrite the Convolution section: intro, layout table, the CPU and GPU blocks
+    (this run's replaced, the other kept as it was)."""
+    text = DOC.read_text() if DOC.exists() else DOC_HEADER
+    old = ""
+    if BEGIN in text and END in text:
+        a, z = text.index(BEGIN), text.index(END) + len(END)
+        old, text = text[a:z], text[:a] + "\0" + text[z:]
+    else:
+        text = text.rstrip("\n") + "\n\n\0\n"
+    blocks = {}
+    for k in ("cpu", "gpu"):
+        b, e = _block_markers(k)
+        if k == kind:
+            blocks[k] = block
+        elif b in old and e in old:
+            blocks[k] = old[old.index(b): old.index(e) + len(e)]
+        else:
+            blocks[k] = "\n".join([b, f"### {k.upper()}: `python benchmarks/conv.py"
+                                   f"{' --gpu' if k == 'gpu' else ''}`", "",
+                                   "Not measured yet.", e])
+    section = "\n".join([
         BEGIN, "## Convolution", "",
         "Forward + backward of two conv stacks (`benchmarks/conv.py`; VGG-like: conv3x3-ReLU "
         "pairs and max pools over widths w, 2w, 4w; ResNet-like: stem, two identity residual "
         "blocks per width, stride-2 convs between widths, batch norm over the whole batch). "
         "dmath runs `dmath.nn` layers, data parallel with bucketed, overlapped gradient "
-        "all-reduce; torch runs the same stack in one process, in the same run. speed = torch "
-        "time / dmath time.", "",
-        f"### {kind}: `{cmd}`", "", head, "", table, "",
-        "The GPU figures come from `python benchmarks/conv.py --gpu` (1 rank against torch "
-        "eager on the same GPU; target >= 0.95x) and are added when that run is made.", END])
-
-
-def _write_doc(section: str) -> None:
-    text = DOC.read_text() if DOC.exists() else DOC_HEADER
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
+        "all-reduce; torch runs the same stack in one process, in the same run, before and "
+        "after dmath. speed = torch time / dmath time (> 1: dmath faster). On the GPU the "
+        "target is >= 0.95x for 1 rank against torch eager; ranks sharing one GPU are for "
+        "information.", "",
+        "Parallel layout `layout=\"auto\"` picks (cost model of `dmath/nn/strategy.py`, "
+        "3x3 kernels, float32; pinned by `tests/test_nn_strategy.py`):", "",
+        _layout_table(), "", blocks["cpu"], "", blocks["gpu"], END])
     DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(text)
+    DOC.write_text(text.replace("\0", section))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ layouts (weight gradients optionally as partial sums for ``GradReducer``).
 Convolutions run data, model (output channels), spatial (H/W with halos) or
 mixed parallel, chosen by a cost model (``choose_conv_layout``) or by name.
 Layer objects (``Conv2d``, ``Sequential``, ...) wrap the functional core.
+
+The ops run in SPMD mode (every rank calls them); they are not registered as
+client-server commands yet.
 """
 from .activation import (bias_add_backward, bias_add_forward, dropout_backward, dropout_forward,
                          dropout_mask, gelu_backward, gelu_forward, relu_backward, relu_forward)
