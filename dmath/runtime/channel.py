@@ -1,16 +1,22 @@
 """The control channel between the client (rank 0) and the servers (other ranks).
 
-Every command is one non-blocking broadcast of a fixed ``FRAME``-byte buffer:
-a 16-byte header ``(payload length, flags, sequence number)`` and the first
-bytes of the payload; a longer payload follows in a second broadcast. Servers
-wait for the next frame by polling (``Test``) with a back-off to short sleeps,
-so idle servers do not burn a core.
+Every command is one fixed-size ``FRAME``-byte message: a 16-byte header
+``(payload length, flags, sequence number)`` and the first bytes of the
+payload; a longer payload follows as a second message. Frames travel down a
+binary tree of ranks (rank r forwards to 2r+1 and 2r+2 before running the
+command), so rank 0 sends at most two messages and a frame reaches p ranks in
+about log2(p) hops. Point-to-point messages, not ``MPI_Bcast``: a server can
+wait for the next frame with a non-blocking receive that it polls
+(``Test``) for ``SPIN_S`` after the last frame and then between sleeps
+growing to ``SLEEP_MAX``, so idle servers do not burn a core and answer
+within ~2 ms when woken (a blocking broadcast would spin for ever, and
+Open MPI's non-blocking one costs tens of microseconds more per command).
 
 Errors travel the other way: a server whose command failed sends the detail
 to rank 0 at once (non-blocking point-to-point, tag ``ERROR_TAG``) and keeps a
-running count; ``status()`` gathers the counts on rank 0, which then receives
-exactly the details it has not seen. A frame with the ``SYNC`` flag asks every
-server to take part in that gather right after the command.
+running count; ``gather_status()`` gathers the counts on rank 0, which then
+receives exactly the details it has not seen. A frame with the ``SYNC`` flag
+asks every server to take part in that gather right after the command.
 
 All of it runs on a private duplicate of the world communicator, so control
 messages never match data collectives.
@@ -31,6 +37,7 @@ ROOM = FRAME - _HEADER.size
 SYNC = 1        # gather error counts after this command
 STOP = 2        # servers leave their loop
 ERROR_TAG = 0x7E57
+FRAME_TAG, REST_TAG = 0x7E51, 0x7E52
 
 # Servers: spin on Test for this long after a frame, then sleep between polls
 # (doubling from SLEEP_MIN up to SLEEP_MAX) so an idle session costs no CPU.
@@ -49,6 +56,8 @@ class Channel:
         self._frame_np = np.frombuffer(self._frame, np.uint8)
         self._count = np.zeros(1, np.int64)
         self._counts = np.zeros(self.size, np.int64)
+        self.parent = (self.rank - 1) // 2
+        self.children = [c for c in (2 * self.rank + 1, 2 * self.rank + 2) if c < self.size]
         self.frames = 0
         self.bytes = 0
         # server side: error reports sent and not yet completed
@@ -60,22 +69,28 @@ class Channel:
 
     # -- commands: rank 0 -> everyone ------------------------------------------------
     def send(self, seq: int, flags: int, payload) -> None:
-        """Rank 0: broadcast one command (``payload``: bytes-like)."""
+        """Rank 0: send one command (``payload``: bytes-like) to every server."""
         n = len(payload)
         _HEADER.pack_into(self._frame, 0, n, flags, seq)
         head = min(n, ROOM)
         self._frame[_HEADER.size:_HEADER.size + head] = payload[:head]
-        self.mpi.Ibcast(self._frame_np, root=0).Wait()
-        if n > ROOM:
-            self.mpi.Bcast(np.frombuffer(payload, np.uint8)[ROOM:].copy(), root=0)
+        rest = np.frombuffer(payload, np.uint8)[ROOM:] if n > ROOM else None
+        self._forward(rest)
         self.frames += 1
         self.bytes += FRAME + max(0, n - ROOM)
 
-    def receive(self, idle=None) -> tuple[int, int, memoryview]:
-        """Servers: wait for the next command; returns (seq, flags, payload).
+    def _forward(self, rest) -> None:
+        for c in self.children:
+            self.mpi.Send(self._frame_np, dest=c, tag=FRAME_TAG)
+        if rest is not None:
+            for c in self.children:
+                self.mpi.Send(rest, dest=c, tag=REST_TAG)
 
-        ``idle()`` is called now and then while waiting (a liveness check)."""
-        req = self.mpi.Ibcast(self._frame_np, root=0)
+    def receive(self, idle=None) -> tuple[int, int, memoryview]:
+        """Servers: wait for the next command and pass it on down the tree;
+        returns (seq, flags, payload). ``idle()`` is called now and then while
+        waiting (a liveness check)."""
+        req = self.mpi.Irecv(self._frame_np, source=self.parent, tag=FRAME_TAG)
         start = time.perf_counter()
         sleep = SLEEP_MIN
         polls = 0
@@ -88,11 +103,14 @@ class Channel:
             if idle is not None and polls % 256 == 0:
                 idle()
         n, flags, seq = _HEADER.unpack_from(self._frame, 0)
-        if n <= ROOM:
+        rest = None
+        if n > ROOM:
+            rest = np.empty(n - ROOM, np.uint8)
+            self.mpi.Recv(rest, source=self.parent, tag=REST_TAG)
+        self._forward(rest)
+        if rest is None:
             payload = memoryview(self._frame)[_HEADER.size:_HEADER.size + n]
         else:
-            rest = np.empty(n - ROOM, np.uint8)
-            self.mpi.Bcast(rest, root=0)
             payload = memoryview(bytes(self._frame[_HEADER.size:]) + rest.tobytes())
         self.frames += 1
         self.bytes += FRAME + max(0, n - ROOM)

@@ -32,6 +32,12 @@ def scale_(a, s):
     a.touch()
 
 
+@dmath.command
+def add_sum(xs, a):
+    """a + sum(xs): a command whose message is long (a list of many numbers)."""
+    return dmath.add(a, float(sum(xs)))
+
+
 dmath.init(errors=ERRORS)            # servers stay in here until rank 0 is done
 P = dmath.context().world.size
 passed = 0
@@ -65,6 +71,12 @@ ok(np.allclose(dmath.sum(A, axis=0).to_numpy(), X.sum(0)), "column sums")
 ok(abs(dmath.norm(A).item() - np.linalg.norm(X)) < 1e-12 * np.linalg.norm(X), "norm")
 base = handles()
 ok(base == [base[0]] * P, f"every rank holds the same handles: {base}")
+
+# -- a long message (more than one frame) reaches every rank intact ----------------------------
+xs = list(range(20_000))
+ctl = dispatch.session_stats()["bytes"]
+ok(np.array_equal(add_sum(xs, A).to_numpy(), X + sum(xs)), "long message")
+ok(dispatch.session_stats()["bytes"] - ctl > 40_000, "it was long")
 
 # -- a failure on one server: raised on rank 0 with rank, type, message, traceback ----------
 if ERRORS == "eager":
