@@ -129,6 +129,6 @@ def bias_add_backward(dy: DArray, ctx: BiasCtx, *, reduce: bool = True) -> tuple
     return dy, finish_grad(db, ctx.b_layout, reduce)
 
 
-__all__ = ["BiasCtx", "DropoutCtx", "GeluCtx", "bias_add_backward", "bias_add_forward", "dropout_backward",
-           "dropout_forward", "dropout_mask", "gelu_backward", "gelu_forward", "relu_backward",
-           "relu_forward"]
+__all__ = ["BiasCtx", "DropoutCtx", "GeluCtx", "bias_add_backward", "bias_add_forward",
+           "dropout_backward", "dropout_forward", "dropout_mask", "gelu_backward", "gelu_forward",
+           "relu_backward", "relu_forward"]

@@ -213,7 +213,8 @@ def conv2d_backward(dy: DArray, ctx: ConvCtx, *, reduce: bool = True,
             [need_dx, True, has_bias])
         if gs.pad != (0, 0):
             dw_local = dw_local.narrow(0, gs.pad[0], n_own).contiguous()
-            db_local = None if db_local is None else db_local.narrow(0, gs.pad[0], n_own).contiguous()
+            if db_local is not None:
+                db_local = db_local.narrow(0, gs.pad[0], n_own).contiguous()
         if not need_dx or Xs.shape[1] == X.shape[1]:
             dX_own = dXs
         else:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
 
 from ..array import DArray, Dim, Layout
 from ..linalg import matmul as _linalg_matmul

@@ -101,7 +101,8 @@ class Conv2d(Module):
         if not isinstance(self.layout, ConvLayout):
             if self.layout == "auto":
                 stride, padding, dilation, _ = self.args
-                s, p, d = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+                s, p, d = (pair(v, n) for v, n in ((stride, "stride"), (padding, "padding"),
+                                                    (dilation, "dilation")))
                 wins = conv._windows(self.w.master.shape, s, p, d)
                 self.layout = choose_conv_layout(x.shape, self.w.master.shape, self.grid, wins,
                                                  itemsize=x.dtype.itemsize)

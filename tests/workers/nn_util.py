@@ -24,7 +24,8 @@ def check(a: dmath.DArray | None, ref: torch.Tensor | None, what: str, tol: floa
         return
     assert not a.layout.partial, f"{what}: still partial ({a.layout})"
     got = a.to_torch().to(torch.float64)
-    assert tuple(got.shape) == tuple(ref.shape), f"{what}: shape {tuple(got.shape)} != {tuple(ref.shape)}"
+    assert tuple(got.shape) == tuple(ref.shape), \
+        f"{what}: shape {tuple(got.shape)} != {tuple(ref.shape)}"
     err = (got - ref.to(torch.float64)).abs().max().item() if got.numel() else 0.0
     scale = max(1.0, ref.abs().max().item() if ref.numel() else 0.0)
     assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol:.1g} * {scale:.3g}"
