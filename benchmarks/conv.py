@@ -250,6 +250,11 @@ def main(argv=None) -> int:
     before = {m: time_torch(args, m, device, dtype) for m in models}
     results = {ranks: _run_dmath(args, argv, ranks) for ranks, _ in runs}
     after = {m: time_torch(args, m, device, dtype) for m in models}
+    single = {}
+    if not args.gpu and args.threads > 1:       # context: torch on one core, same batch
+        torch.set_num_threads(1)
+        single = {m: _median_ms(time_torch(args, m, device, dtype)) for m in models}
+        torch.set_num_threads(args.threads)
     rows = []
     for m in models:
         t_torch = _median_ms(before[m] + after[m])
@@ -262,6 +267,9 @@ def main(argv=None) -> int:
             f"{args.threads} thread(s), 1 process; median of {args.repeat} steps "
             f"(torch: {2 * args.repeat}); load average {load:.1f} at the start")
     table = _table(rows)
+    if single:
+        table += "\n\nFor context, torch with 1 thread: " + ", ".join(
+            f"{m} {t:.1f} ms/step" for m, t in single.items()) + "."
     print(head)
     print(table)
     if not args.no_doc:
