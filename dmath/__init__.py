@@ -10,7 +10,8 @@ Importing dmath starts nothing; ``dmath.init`` starts MPI and picks devices.
 """
 from .array import (ALL, DArray, Dim, Layout, block_2d, block_cyclic, col_block, element_cyclic,
                     numroc, replicated, row_block)
-from .ops import (arange, argmax, argmin, clip, empty, eye, from_local, from_numpy, from_torch,
+from .ops import (arange, argmax, argmin, clip, empty, eye, from_local, from_numpy,
+                  from_scalapack, from_torch,
                   full, linspace, max, mean, min, norm, ones, random, sum, where, zeros,
                   zeros_like)
 from .ops.elementwise import (abs, add, ceil, cos, divide, equal, exp, floor, greater,
@@ -30,7 +31,8 @@ __all__ = [
     "ALL", "DArray", "Dim", "Grid", "Layout", "abs", "add", "arange", "argmax", "argmin",
     "block_2d", "block_cyclic", "ceil", "clip", "col_block", "comm_stats", "context", "cos",
     "default_grid", "divide", "element_cyclic", "empty", "equal", "exp", "eye", "finalize",
-    "floor", "from_local", "from_numpy", "from_torch", "full", "greater", "greater_equal", "init",
+    "floor", "from_local", "from_numpy", "from_scalapack", "from_torch", "full", "greater",
+    "greater_equal", "init",
     "is_initialized", "isfinite", "isnan", "less", "less_equal", "linspace", "log", "logical_and",
     "logical_not", "logical_or", "max", "maximum", "mean", "min", "minimum", "multiply",
     "negative", "norm", "not_equal", "numroc", "ones", "power", "random", "replicated",

@@ -36,8 +36,14 @@ def run_mpi(script: str | Path, n: int, *args: str, timeout: float = 300,
 
 def run_workers(name: str, n: int, *args: str, timeout: float = 300, env: dict | None = None) -> int:
     """Run tests/workers/``name``.py on ``n`` ranks; return the number of cases passed."""
+    return run_workers_output(name, n, *args, timeout=timeout, env=env)[0]
+
+
+def run_workers_output(name: str, n: int, *args: str, timeout: float = 300,
+                       env: dict | None = None) -> tuple[int, str]:
+    """``run_workers``, also returning the job's stdout (for values a test compares)."""
     proc = run_mpi(WORKERS / f"{name}.py", n, *args, timeout=timeout, env=env)
     m = re.findall(r"^CASES (\d+) passed$", proc.stdout, re.M)
     assert m, f"worker {name} on {n} ranks printed no CASES line:\n{proc.stdout[-3000:]}"
     assert int(m[-1]) > 0, f"worker {name} ran no case"
-    return int(m[-1])
+    return int(m[-1]), proc.stdout

@@ -182,10 +182,14 @@ class DArray:
     @command(sync=True, client_defaults={"root": 0})
     def to_torch(self, root: int | None = None) -> torch.Tensor | None:
         """The global array as a CPU tensor on every rank, or on ``root`` only."""
+        if root is not None and not 0 <= root < self.grid.world.size:
+            raise ValueError(f"root {root} is not a rank of a {self.grid.world.size}-rank world")
         full = self.redistribute(self.layout.without_partial()) if self.layout.partial else self
         if root is None:
             rep = full.redistribute(Layout())
-            return rep._local.cpu()
+            out = rep._local.cpu()
+            # A copy, never this array's own piece (writes must not reach the array).
+            return out.clone() if out.data_ptr() == self._local.data_ptr() else out
         grid, world = self.grid, self.grid.world
         mine = full._local if is_primary(full.layout, grid, grid.rank) else full._local.reshape(-1)[:0]
         counts = [math.prod(local_shape(self.shape, full.layout, grid, r))
@@ -225,6 +229,25 @@ class DArray:
             out.flags.writeable = False
             assert out.dtype == to_numpy_dtype(self.dtype)
         return out
+
+    def to_scalapack(self) -> np.ndarray:
+        """This rank's piece as ScaLAPACK's local array: a Fortran-ordered numpy copy
+        of shape (numroc(m, mb, myrow, nprow), numroc(n, nb, mycol, npcol)).
+
+        Needs a 2-D block-cyclic layout on a 2-D grid (dim 0 in blocks of mb over
+        grid axis 0, dim 1 in blocks of nb over axis 1, no partial axes), as
+        ``dmath.block_cyclic(nb)`` and ``dmath.from_scalapack`` make; the matching
+        descriptor is (m, n, mb, nb, rsrc=0, csrc=0)."""
+        names, dims = self.grid.names, self.layout.dims
+        if (self.ndim != 2 or self.grid.ndim != 2 or self.layout.partial
+                or [d.axes for d in dims] != [(names[0],), (names[1],)]
+                or any(d.block is None for d in dims)):
+            raise ValueError(f"to_scalapack needs a 2-D block-cyclic layout (dmath.block_cyclic) "
+                             f"on a 2-D grid; this array is {self.layout} of {self.shape} on "
+                             f"{self.grid!r}")
+        if self.dtype == torch.bfloat16:
+            raise TypeError("to_scalapack: numpy and ScaLAPACK have no bfloat16; astype first")
+        return np.array(self._local.cpu().numpy(), order="F", copy=True)
 
     def __array__(self, dtype=None, copy=None):
         a = self.to_numpy()

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..array import DArray, Layout, as_dtype, global_indices, local_shape
+from ..array import DArray, Dim, Layout, as_dtype, global_indices, local_shape
 from ..runtime.dispatch import command
 from ._common import check_shape, device, dtype_or_default, grid_or_default, resolve_layout
 
@@ -140,8 +140,10 @@ def from_torch(tensor: torch.Tensor | None, layout: Layout | None = None, *, gri
     t = src_dtype if dtype is None else as_dtype(dtype)
     lay = resolve_layout(layout, grid, len(shape))
     if root is None:
-        local = _select(tensor, global_indices(shape, lay, grid))
-        return DArray(local.to(device=device(), dtype=t).contiguous(), shape, lay, grid)
+        local = _select(tensor, global_indices(shape, lay, grid)).to(device=device(), dtype=t)
+        if local.data_ptr() == tensor.data_ptr():  # own a copy, not the caller's memory
+            local = local.clone()
+        return DArray(local.contiguous(), shape, lay, grid)
     counts = [math.prod(local_shape(shape, lay, grid, r)) for r in range(world.size)]
     flat = None
     if world.rank == root:
@@ -183,4 +185,28 @@ def from_local(local: torch.Tensor, shape: Sequence[int], layout: Layout, *, gri
         problem = (f"rank {grid.rank}: local piece is on {local.device} but this rank's "
                    f"arrays live on {device()}")
     grid.world.agree(problem)
+    dtypes = grid.world.allgather_obj(local.dtype)
+    bad = [r for r, d in enumerate(dtypes) if d != dtypes[0]]
+    if bad:
+        raise ValueError(f"rank {bad[0]}: local piece has dtype {dtypes[bad[0]]} but rank 0's "
+                         f"has {dtypes[0]}")
     return DArray(local, shape, lay, grid)
+
+
+def from_scalapack(local: np.ndarray, shape: Sequence[int], nb: int | tuple[int, int], *,
+                   grid=None) -> DArray:
+    """Wrap each rank's ScaLAPACK local array (Fortran order or any; copied) as an
+    m x n DArray in 2-D block-cyclic layout: dim 0 in blocks of mb over grid axis
+    0, dim 1 in blocks of nb over axis 1 (``nb``: int or (mb, nb)), source process
+    (0, 0). The inverse of ``DArray.to_scalapack``. Collective: a wrong local
+    shape on any rank raises the same error on every rank."""
+    grid = grid_or_default(grid)
+    if grid.ndim != 2:
+        raise ValueError(f"from_scalapack needs a 2-D grid, not {grid!r}")
+    mb, nb = (nb, nb) if isinstance(nb, int) else nb
+    layout = Layout(Dim((grid.names[0],), mb), Dim((grid.names[1],), nb))
+    try:
+        piece = torch.from_numpy(np.array(local, order="C", copy=True)).to(device())
+    except TypeError:
+        piece = local  # from_local reports the bad type on every rank
+    return from_local(piece, shape, layout, grid=grid)

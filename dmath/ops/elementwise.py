@@ -65,6 +65,20 @@ def _aligned(a: DArray, shape: tuple, layout: Layout) -> torch.Tensor:
 
 
 @command
+def _run(fn: Callable, args: list):
+    """``fn(*args)`` on local pieces with numpy's promotion: integer or bool pieces
+    meeting a float (scalar, true division, exp...) give float64, not torch's float32."""
+    if not any(isinstance(x, torch.Tensor) and not (x.is_floating_point() or x.is_complex())
+               for x in args):
+        return fn(*args)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return fn(*args)
+    finally:
+        torch.set_default_dtype(default)
+
+
 def elementwise(fn: Callable, *operands, name: str = "op", linear: bool = False) -> DArray:
     """Apply ``fn`` to local pieces of the operands after aligning their layouts."""
     for x in operands:
@@ -74,14 +88,14 @@ def elementwise(fn: Callable, *operands, name: str = "op", linear: bool = False)
     if linear and len(arrays) == 1:
         a = arrays[0]
         args = [a.local if x is a else _scalar(x) for x in operands]
-        return DArray(fn(*args), a.shape, a.layout, a.grid)
+        return DArray(_run(fn, args), a.shape, a.layout, a.grid)
     try:
         shape = tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
     except ValueError:
         raise ValueError(f"{name}: shapes {[a.shape for a in arrays]} do not broadcast") from None
     layout = result_layout(shape, arrays)
     args = [_aligned(x, shape, layout) if isinstance(x, DArray) else _scalar(x) for x in operands]
-    return DArray(fn(*args), shape, layout, arrays[0].grid)
+    return DArray(_run(fn, args), shape, layout, arrays[0].grid)
 
 
 def _binary(name: str, fn: Callable, linear_when: Callable | None = None) -> Callable:

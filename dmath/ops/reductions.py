@@ -91,8 +91,9 @@ def _extreme(a: DArray, axis, keepdims, op: str) -> DArray:
     x = a.local
     dims = _local_dims(a, axis)
     if x.numel() == 0 and a.size > 0:  # this rank holds nothing along the reduced dims
-        fill = _IDENTITY[op] if x.dtype.is_floating_point else (
-            torch.iinfo(x.dtype).min if op == "max" else torch.iinfo(x.dtype).max)
+        fill = (op == "min") if x.dtype == torch.bool else _IDENTITY[op] \
+            if x.dtype.is_floating_point else (
+                torch.iinfo(x.dtype).min if op == "max" else torch.iinfo(x.dtype).max)
         shape = list(x.shape)
         for d in dims:
             shape[d] = 1
@@ -185,10 +186,12 @@ def argmin(a: DArray, axis: int | None = None) -> DArray:
 def norm(a: DArray, axis: int | None = None, keepdims: bool = False) -> DArray:
     """2-norm of the flattened array (Frobenius for matrices) or along ``axis``.
 
-    Half-precision inputs accumulate in float32; the result has the input's dtype."""
+    Half-precision inputs accumulate in float32; the result has the input's dtype
+    (integer inputs: float64, as numpy)."""
     axis = _check_axis(a, axis)
     a = a.redistribute(a.layout.without_partial())
-    x = a.local if a.dtype in (torch.float32, torch.float64) or a.dtype.is_complex else a.local.float()
+    x = a.local if a.dtype in (torch.float32, torch.float64) or a.dtype.is_complex else \
+        a.local.float() if a.dtype.is_floating_point else a.local.double()  # ints: as numpy
     s = sum(DArray(x.abs().square(), a.shape, a.layout, a.grid), axis, keepdims)
     out = s.local.sqrt()
     return DArray(out.to(a.dtype) if a.dtype.is_floating_point else out, s.shape, s.layout, s.grid)
