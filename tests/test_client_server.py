@@ -179,3 +179,40 @@ def test_dmath_run(tmp_path):
                           capture_output=True, text=True, timeout=300, env=_env(2))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("ranks 2 client-server ['x']") == 1, proc.stdout   # rank 0 only
+
+
+# -- the layout cache's rules, without MPI -------------------------------------------------------
+class _Arr:
+    """Stands in for a DArray: a uid and a version."""
+    _next = 0
+
+    def __init__(self):
+        _Arr._next += 1
+        self._uid, self.version = _Arr._next, 0
+
+
+def test_layout_cache_lru_budget_versions_and_dead_sources():
+    from dmath.runtime.caching import LayoutCache
+    c = LayoutCache(budget_bytes=100, max_entries=3)
+    a, b = _Arr(), _Arr()
+    ca, cb = _Arr(), _Arr()
+    assert c.get(a, "R") is None and c.misses == 1
+    c.put(a, "R", ca, 60)
+    assert c.get(a, "R") is ca and c.hits == 1
+    a.version += 1                                   # the source was written
+    assert c.get(a, "R") is None and c.stats()["entries"] == 0
+    c.put(a, "R", ca, 60)
+    ca.version += 1                                  # the copy itself was written
+    assert c.get(a, "R") is None
+    c.put(a, "R", ca, 60)
+    c.put(b, "R", cb, 60)                            # over budget: a's copy (LRU) goes
+    assert c.get(a, "R") is None and c.get(b, "R") is cb and c.evictions == 1
+    c.put(b, "S", _Arr(), 101)                       # larger than the budget: not kept
+    assert c.get(b, "S") is None
+    del b                                            # a dead source frees its copy at once...
+    assert c.stats()["entries"] == 0 and c.stats()["bytes"] == 0
+    assert c.bytes == 60                             # ...but keeps its LRU slot (same on all ranks)
+    c.forget(a)
+    for i in range(5):                               # entry limit
+        c.put(a, i, _Arr(), 1)
+    assert len(c._lru) == 3 and c.get(a, 0) is None and c.get(a, 4) is not None

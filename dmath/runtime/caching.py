@@ -69,24 +69,23 @@ class LayoutCache:
             self._drop(k)
         self._lru[k] = _Entry(copy, src.version, copy.version, nbytes)
         self.bytes += nbytes
-        ref = self._sources.get(src._uid)
-        if ref is None:
+        rec = self._sources.get(src._uid)
+        if rec is None:
             r = _SourceRef(src, self._source_died)
             r.uid = src._uid
-            self._sources[src._uid] = ref = (r, [])
-        ref[1].append(k)
+            self._sources[src._uid] = rec = (r, set())
+        rec[1].add(k)
         self._shrink()
 
     def forget(self, src) -> None:
         """Drop ``src``'s copies (it was written; called on every rank alike)."""
-        rec = self._sources.pop(getattr(src, "_uid", None), None)
+        rec = self._sources.get(getattr(src, "_uid", None))
         if rec is not None:
-            for k in rec[1]:
-                if k in self._lru:
-                    self._drop(k)
+            for k in list(rec[1]):
+                self._drop(k)
 
     def _source_died(self, r: _SourceRef) -> None:
-        _, keys = self._sources.pop(r.uid, (None, []))
+        _, keys = self._sources.pop(r.uid, (None, ()))
         for k in keys:
             e = self._lru.get(k)
             if e is not None:
@@ -95,6 +94,11 @@ class LayoutCache:
     def _drop(self, k: tuple) -> None:
         e = self._lru.pop(k)
         self.bytes -= e.nbytes
+        rec = self._sources.get(k[0])
+        if rec is not None:
+            rec[1].discard(k)
+            if not rec[1]:
+                del self._sources[k[0]]
 
     def _shrink(self) -> None:
         while self._lru and (self.bytes > self.budget or len(self._lru) > self.max_entries):
@@ -104,6 +108,7 @@ class LayoutCache:
 
     def clear(self) -> None:
         self._lru.clear()
+        self._sources.clear()
         self.bytes = 0
 
     def stats(self) -> dict:

@@ -7,7 +7,7 @@ binary tree of ranks (rank r forwards to 2r+1 and 2r+2 before running the
 command), so rank 0 sends at most two messages and a frame reaches p ranks in
 about log2(p) hops. Point-to-point messages, not ``MPI_Bcast``: a server can
 wait for the next frame with a non-blocking receive that it polls
-(``Test``) for ``SPIN_S`` after the last frame and then between sleeps
+(``Test``) for ``spin_seconds()`` after the last frame and then between sleeps
 growing to ``SLEEP_MAX``, so idle servers do not burn a core and answer
 within ~2 ms when woken (a blocking broadcast would spin for ever, and
 Open MPI's non-blocking one costs tens of microseconds more per command).
@@ -23,6 +23,7 @@ messages never match data collectives.
 """
 from __future__ import annotations
 
+import os
 import struct
 import time
 
@@ -39,17 +40,28 @@ STOP = 2        # servers leave their loop
 ERROR_TAG = 0x7E57
 FRAME_TAG, REST_TAG = 0x7E51, 0x7E52
 
-# Servers: spin on Test for this long after a frame, then sleep between polls
-# (doubling from SLEEP_MIN up to SLEEP_MAX) so an idle session costs no CPU.
-SPIN_S = 0.05
+# Servers: spin on Test for this long after a frame (SPIN_S; SPIN_CROWDED_S when a
+# node has more ranks than cores, where a spinning server takes the core rank 0
+# needs), then sleep between polls (doubling from SLEEP_MIN up to SLEEP_MAX) so an
+# idle session costs no CPU. DMATH_SPIN_S overrides both.
+SPIN_S, SPIN_CROWDED_S = 0.05, 0.001
 SLEEP_MIN, SLEEP_MAX = 20e-6, 2e-3
+
+
+def spin_seconds(local_size: int) -> float:
+    """How long a server on a node with ``local_size`` ranks spins before sleeping."""
+    env = os.environ.get("DMATH_SPIN_S")
+    if env:
+        return float(env)
+    return SPIN_CROWDED_S if local_size > (os.cpu_count() or 1) else SPIN_S
 
 
 class Channel:
     """Rank 0's and the servers' ends of the command broadcast and error reports."""
 
-    def __init__(self, world: "MPI.Intracomm"):
+    def __init__(self, world: "MPI.Intracomm", spin_s: float = SPIN_S):
         self.mpi = world.Dup()
+        self.spin_s = spin_s
         self.rank = self.mpi.Get_rank()
         self.size = self.mpi.Get_size()
         self._frame = bytearray(FRAME)
@@ -96,7 +108,7 @@ class Channel:
         polls = 0
         while not req.Test():
             polls += 1
-            if polls < 64 or time.perf_counter() - start < SPIN_S:
+            if polls < 64 or time.perf_counter() - start < self.spin_s:
                 continue
             time.sleep(sleep)
             sleep = min(2 * sleep, SLEEP_MAX)

@@ -325,28 +325,34 @@ class Client:
         return buf.getbuffer()
 
     def call(self, spec: _Spec, args: tuple, kwargs: dict):
+        """Send the command, run it on rank 0's pieces, keep its arrays, check errors."""
         global _client
-        ch = self.channel
         if self.broken:
             raise RuntimeError(f"this dmath session is unusable: rank 0 left a command early "
                                f"({self.broken}); the other ranks may be waiting in it. "
                                "Restart the session.")
-        if not self.eager and ch.error_waiting():
+        ch = self.channel
+        eager = self.eager
+        if not eager and ch.error_waiting():
             self._raise(self._status(None), earlier=True)
-        self.last = spec.key
-        largs, lkwargs, sargs, skwargs = spec.arguments(args, kwargs)
-        frees, self.frees = self.frees, []
+        if spec.positions:
+            args, kwargs, sargs, skwargs = spec.arguments(args, kwargs)
+        else:
+            sargs, skwargs = args, kwargs
+        frees = self.frees
+        if frees:
+            self.frees = []
         payload = self._encode((spec.key, sargs, skwargs, frees))
-        self.seq += 1
-        seq = self.seq
-        sync = spec.sync or self.eager
+        self.seq = seq = self.seq + 1
+        sync = eager or spec.sync
         ch.send(seq, SYNC if sync else 0, payload)
         del payload
         self.commands += 1
+        self.last = spec.key
         _client = None
         self.busy_since = time.monotonic()
         try:
-            result = spec.fn(*largs, **lkwargs)
+            result = spec.fn(*args, **kwargs)
         except BaseException as exc:
             _client = self
             self.busy_since = 0.0
@@ -354,7 +360,8 @@ class Client:
             raise
         _client = self
         self.busy_since = 0.0
-        self._register(result, seq)
+        if result is not None:
+            self._register(result, seq)
         if sync:
             errors = ch.gather_status()
             if errors:
@@ -364,7 +371,7 @@ class Client:
         return result
 
     def _register(self, result, seq: int) -> None:
-        hs = handles_in(result)
+        hs = [result] if type(result) in _HANDLE_TYPES else handles_in(result)
         i = 0
         for obj in hs:
             if getattr(obj, "_handle", None) is None:

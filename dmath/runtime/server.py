@@ -19,14 +19,14 @@ import threading
 import time
 import traceback
 
-from .channel import STOP, SYNC, Channel
+from .channel import STOP, SYNC, Channel, spin_seconds
 from .dispatch import _ID_BITS, handles_in, lookup
 
 REGISTRY: dict[int, object] = {}          # handle -> array (or other handle object)
 _FAILED: dict[int, str] = {}              # seq -> command, of recent failed commands
 _MISSING: list[int] = []                  # handles asked for and not found (this message)
 _GRIDS: dict[tuple, object] = {}
-_STATE = {"seq": 0, "last": (0, ())}
+_STATE = {"commands": 0, "last": (0, ())}
 
 
 class _Missing:
@@ -98,6 +98,7 @@ def _run_one(ch: Channel, rank: int, seq: int, payload) -> None:
         if key is None:                          # a status request (args: seq to discard)
             _discard(args)
             return
+        _STATE["commands"] += 1
         if _MISSING:
             raise _missing_error(rank)
         result = lookup(key)(*args, **kwargs)
@@ -115,13 +116,12 @@ def _run_one(ch: Channel, rank: int, seq: int, payload) -> None:
 
 def serve(ctx) -> None:
     """Run rank 0's commands until it says stop; then finalize and exit the process."""
-    ch = Channel(ctx.world.mpi)
+    ch = Channel(ctx.world.mpi, spin_seconds(ctx.local_size))
     rank = ch.rank
     while True:
         seq, flags, payload = ch.receive()
         if flags & STOP:
             break
-        _STATE["seq"] = seq
         _run_one(ch, rank, seq, payload)
         del payload
         if flags & SYNC:
@@ -135,7 +135,7 @@ def serve(ctx) -> None:
 
 def stats() -> dict:
     """This server's registry: handles held, commands run."""
-    return {"handles": len(REGISTRY), "commands": _STATE["seq"]}
+    return {"handles": len(REGISTRY), "commands": _STATE["commands"]}
 
 
 # -- spawned servers ------------------------------------------------------------------------
