@@ -216,3 +216,13 @@ def test_layout_cache_lru_budget_versions_and_dead_sources():
     for i in range(5):                               # entry limit
         c.put(a, i, _Arr(), 1)
     assert len(c._lru) == 3 and c.get(a, 0) is None and c.get(a, 4) is not None
+
+
+def test_server_failing_before_a_collective_ends_the_job_with_its_error():
+    """Rank 0 waits in an all-reduce the failed server never joins: its watchdog
+    aborts the job (after DMATH_HANG_TIMEOUT seconds) and prints the server's error."""
+    proc = run_mpi(WORKERS / "cs_stuck.py", 2, check=False, env={"DMATH_HANG_TIMEOUT": "3"},
+                   timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "READY" in out and "NOT REACHED" not in out, out[-4000:]
+    assert "server gives up before the all-reduce" in out and "rank 1" in out, out[-4000:]
