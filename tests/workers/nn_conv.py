@@ -55,7 +55,7 @@ def run(grid, layout, geom, x_layout, w_layout):
 X_LAYOUTS = [Layout("a"), Layout(), Layout(None, "a"), Layout(None, None, "a")]
 LAYOUTS_1D = ["data", "model", "spatial", ConvLayout(width=("a",)), ConvLayout(), "auto"]
 # 4 ranks (2 cores, oversubscribed): the 1-D grid on fewer geometries, the 2-D grid on more
-for i, geom in enumerate(GEOMS if p < 4 else GEOMS[:4]):
+for i, geom in enumerate(GEOMS if p < 4 else GEOMS[2:4]):
     for j, lay in enumerate(LAYOUTS_1D):
         run(g1, lay, geom, X_LAYOUTS[(i + j) % 4], Layout("a") if j % 2 else Layout())
 

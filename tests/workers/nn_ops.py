@@ -11,9 +11,8 @@ from nn_util import check, dist, randn, reset, stats
 cases = Cases()
 p = cases.ctx.world.size
 g1 = dmath.Grid((p,), ("a",))
-grids = [(g1, "a", "a")]
-if p == 4:
-    grids.append((dmath.Grid((2, 2), ("r", "c")), "r", "c"))
+# 4 ranks share 2 cores here: there the 2-D grid replaces the 1-D one (3 ranks cover 1-D)
+grids = [(g1, "a", "a")] if p < 4 else [(dmath.Grid((2, 2), ("r", "c")), "r", "c")]
 
 
 def ref_grads(fn, *inputs):

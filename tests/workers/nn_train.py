@@ -135,9 +135,10 @@ def train_step(net, X, T, reducer, dloss=1.0):
 
 
 x, t = randn(6, 3, 8, 8), torch.tensor([0, 3, 1, 4, 2, 2])
-runs = [(g1, "data", Layout("a")), (g1, "spatial", Layout(None, None, "a")),
-        (g1, "model", Layout()), (g1, "auto", Layout("a"))]
-if p == 4:
+runs = [(g1, "data", Layout("a")), (g1, "spatial", Layout(None, None, "a"))]
+if p < 4:
+    runs += [(g1, "model", Layout()), (g1, "auto", Layout("a"))]
+else:
     g2 = dmath.Grid((2, 2), ("r", "c"))
     runs += [(g2, "data+model", Layout("r")), (g2, "data+spatial", Layout(None, None, "c"))]
 for grid, layout, xl in runs:
