@@ -320,8 +320,10 @@ class Client:
         buf, p = self._buf, self._pickler
         buf.seek(0)
         buf.truncate()
-        p.dump(msg)
-        p.clear_memo()               # the memo would keep the arguments alive
+        try:
+            p.dump(msg)
+        finally:
+            p.clear_memo()           # the memo would keep the arguments alive
         return buf.getbuffer()
 
     def call(self, spec: _Spec, args: tuple, kwargs: dict):
@@ -339,10 +341,14 @@ class Client:
             args, kwargs, sargs, skwargs = spec.arguments(args, kwargs)
         else:
             sargs, skwargs = args, kwargs
-        frees = self.frees
-        if frees:
+        try:
+            payload = self._encode((spec.key, sargs, skwargs, self.frees))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise TypeError(f"the arguments of {spec.key} cannot be sent to the other ranks "
+                            f"({exc}); pass arrays, numbers, layouts, grids and importable "
+                            "(module-level) functions, not lambdas or local functions") from exc
+        if self.frees:
             self.frees = []
-        payload = self._encode((spec.key, sargs, skwargs, frees))
         self.seq = seq = self.seq + 1
         sync = eager or spec.sync
         ch.send(seq, SYNC if sync else 0, payload)

@@ -110,6 +110,12 @@ ok(not isinstance(e, dmath.RemoteError) and "negative" in str(e), repr(e))
 e = raises(lambda: A + dmath.ones((n + 1, m)), ValueError)
 ok("do not broadcast" in str(e), str(e))
 
+# -- arguments that cannot travel: a clear error on rank 0, nothing sent ----------------------
+sent_before = dispatch.session_stats()["commands"]
+e = raises(lambda: dmath.ops.map_local(lambda x: x + 1, A), TypeError)
+ok("cannot be sent to the other ranks" in str(e) and "lambda" in str(e), str(e))
+ok(dispatch.session_stats()["commands"] == sent_before, "nothing was sent")
+
 # -- a failure on rank 0 only: raised as is; what the servers made is dropped ---------------
 e = raises(lambda: fail_on([0], A), ZeroDivisionError)
 ok(not isinstance(e, dmath.RemoteError), repr(e))
