@@ -38,22 +38,36 @@ if any(v in os.environ for v in BLAS_ENV) and "--worker" not in sys.argv:
     os.execve(sys.executable, [sys.executable, __file__] + sys.argv[1:], env)
 
 
+CPU_TIMES: list = []     # process CPU seconds of the fastest-in-CPU call of each best_time
+
+
 def best_time(fn, repeats: int, sync=None, before=None) -> float:
     """Fastest of ``repeats`` timed calls after one warm-up (the machine is shared:
-    the fastest run is the one least disturbed by other work)."""
+    the fastest run is the one least disturbed by other work). Also appends the
+    least process CPU time of a call (all threads) to ``CPU_TIMES``: a measure of
+    the work done that time-slicing by other jobs does not inflate."""
     fn()
-    ts = []
+    ts, cs = [], []
     for _ in range(repeats):
         if before:
             before()
         if sync:
             sync()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
+        c = time.process_time() - c
         if sync:
             sync()
         ts.append(time.perf_counter() - t)
+        cs.append(c)
+    CPU_TIMES.append(min(cs))
     return min(ts)
+
+
+def entry(n: int, t: float, cpu_seconds: float, cores: int) -> dict:
+    """Result entry: wall-clock GF/s and GF/s per ``cores`` dedicated cores by CPU time."""
+    return {"seconds": t, "gflops": gflops(n, t), "n": n, "cpu_seconds": cpu_seconds,
+            "gflops_cpu": gflops(n, cpu_seconds / cores)}
 
 
 def gflops(n: int, t: float) -> float:
@@ -88,10 +102,12 @@ def worker_dmath(args) -> None:
                 A.touch()
                 B.touch()
             t = max(world.allgather_obj(best_time(run, args.repeats, world.barrier, cold)))
-            out[f"{dt}/{alg}"] = {"seconds": t, "gflops": gflops(n, t), "n": n}
+            c = sum(world.allgather_obj(CPU_TIMES[-1]))
+            out[f"{dt}/{alg}"] = entry(n, t, c, min(world.size, os.cpu_count() or 1))
             if alg == "auto":  # repeated products of unchanged operands reuse moved copies
                 t = max(world.allgather_obj(best_time(run, args.repeats, world.barrier)))
-                out[f"{dt}/auto-warm"] = {"seconds": t, "gflops": gflops(n, t), "n": n}
+                c = sum(world.allgather_obj(CPU_TIMES[-1]))
+                out[f"{dt}/auto-warm"] = entry(n, t, c, min(world.size, os.cpu_count() or 1))
         out[f"{dt}/plan"] = {"choice": plan.choice.algorithm, "text": str(plan),
                              "kernel": dmath.linalg.kernel_for(torch.device("cpu"),
                                                                getattr(torch, dt))}
@@ -112,7 +128,8 @@ def worker_heat(args) -> None:
             B = ht.random.randn(args.n, args.n, split=sb, dtype=getattr(ht, dt))
             t = best_time(lambda: ht.matmul(A, B), args.repeats, sync=comm.Barrier)
             t = max(comm.allgather(t))
-            out[f"{dt}/split{sa}{sb}"] = {"seconds": t, "gflops": gflops(args.n, t)}
+            c = sum(comm.allgather(CPU_TIMES[-1]))
+            out[f"{dt}/split{sa}{sb}"] = entry(args.n, t, c, min(comm.size, os.cpu_count() or 1))
     if comm.rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
 
@@ -164,9 +181,11 @@ def local_baselines(n: int, dtypes, repeats: int) -> dict:
     for dt in dtypes:
         a = np.random.default_rng(0).standard_normal((n, n)).astype(dt)
         b = np.random.default_rng(1).standard_normal((n, n)).astype(dt)
-        out[f"numpy/{dt}"] = gflops(n, best_time(lambda: a @ b, repeats))
+        t = best_time(lambda: a @ b, repeats)
+        out[f"numpy/{dt}"] = entry(n, t, CPU_TIMES[-1], 2)
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        out[f"torch/{dt}"] = gflops(n, best_time(lambda: torch.matmul(ta, tb), repeats))
+        t = best_time(lambda: torch.matmul(ta, tb), repeats)
+        out[f"torch/{dt}"] = entry(n, t, CPU_TIMES[-1], 2)
     return out
 
 
@@ -188,7 +207,7 @@ def cpu(args) -> None:
     res["profile"] = ensure_profile(2)
     algs = "auto,replicate_a,replicate_b,stationary_a,stationary_b,summa,summa25d"
     # interleaved rounds, best of all: contenders see the same background load
-    for rnd in range(1 if args.quick else 2):
+    for rnd in range(args.rounds or (1 if args.quick else 2)):
         runs = {"local": local_baselines(n, dtypes, reps),
                 "dmath2": mpirun(2, me + ["--worker", "dmath", "--n", str(n), "--repeats",
                                           str(reps), "--dtypes", ",".join(dtypes),
@@ -208,49 +227,62 @@ def cpu(args) -> None:
     for p in (1, 2, 4):
         r = mpirun(p, me + ["--worker", "dmath", "--n", str(base), "--repeats", str(reps),
                             "--dtypes", "float32"], threads=1)
-        res["strong"][p] = r["float32/auto"]["gflops"]
+        res["strong"][p] = r["float32/auto"]
         nw = int(round(base * p ** (1 / 3) / 64) * 64)
         r = mpirun(p, me + ["--worker", "dmath", "--n", str(nw), "--repeats", str(reps),
                             "--dtypes", "float32"], threads=1)
-        res["weak"][p] = {"n": nw, "gflops": r["float32/auto"]["gflops"]}
+        res["weak"][p] = r["float32/auto"]
     (OUT / "gemm_cpu.json").write_text(json.dumps(res, indent=1))
     report(res, dtypes)
     plot(res, dtypes)
 
 
+def _best(res: dict, key: str, d: str, metric: str) -> float:
+    """Best Heat split for dtype ``d`` by ``metric``."""
+    return max(v[metric] for k, v in res[key].items() if k.startswith(d + "/"))
+
+
 def report(res: dict, dtypes) -> None:
     n = res["n"]
     print(f"\nGEMM n={n} on {os.cpu_count()} cores; numpy BLAS: {res['numpy_blas']}")
-    print(f"{'':<34}" + "".join(f"{d:>12}" for d in dtypes) + "   (GF/s)")
+    print("GF/s by wall clock (best of repeats) | by CPU time (2n^3 / (CPU seconds of all "
+          "threads and ranks / 2 cores))")
+    print(f"{'':<38}" + "".join(f"{d:>10}" for d in dtypes) + "  |" +
+          "".join(f"{d:>10}" for d in dtypes))
 
-    def row(name, vals):
-        print(f"{name:<34}" + "".join(f"{v:12.1f}" if v else f"{'-':>12}" for v in vals))
+    def row(name, entries):
+        cells = [f"{e['gflops']:10.1f}" if e else f"{'-':>10}" for e in entries]
+        cells += ["  |"] + [f"{e['gflops_cpu']:10.1f}" if e else f"{'-':>10}" for e in entries]
+        print(f"{name:<38}" + "".join(cells))
     row("numpy, 2 threads", [res["local"][f"numpy/{d}"] for d in dtypes])
     row("torch, 2 threads", [res["local"][f"torch/{d}"] for d in dtypes])
-    heat = {d: max(v["gflops"] for k, v in res["heat2"].items() if k.startswith(d)) for d in dtypes}
+    heat = {d: max((v for k, v in res["heat2"].items() if k.startswith(d + "/")),
+                   key=lambda v: v["gflops"]) for d in dtypes}
     row("Heat 1.8, 2 ranks (best split)", [heat[d] for d in dtypes])
     algs = sorted({k.split("/")[1] for k in res["dmath2"] if not k.endswith("/plan")})
     for a in ["auto", "auto-warm"] + [x for x in algs if x not in ("auto", "auto-warm")]:
-        row(f"dmath, 2 ranks x 1 thread, {a}", [res["dmath2"].get(f"{d}/{a}", {}).get("gflops") for d in dtypes])
-    row("dmath, 4 ranks (oversubscribed)", [res["dmath4"][f"{d}/auto"]["gflops"] for d in dtypes])
+        row(f"dmath 2 ranks x 1 thread, {a}", [res["dmath2"].get(f"{d}/{a}") for d in dtypes])
+    row("dmath 4 ranks (oversubscribed), auto", [res["dmath4"][f"{d}/auto"] for d in dtypes])
     for d in dtypes:
-        dm = res["dmath2"][f"{d}/auto"]["gflops"]
+        dm, npy = res["dmath2"][f"{d}/auto"], res["local"][f"numpy/{d}"]
         plan = res["dmath2"][f"{d}/plan"]
-        forced = {a: res["dmath2"][f"{d}/{a}"]["gflops"] for a in algs
+        forced = {a: res["dmath2"][f"{d}/{a}"]["gflops_cpu"] for a in algs
                   if not a.startswith("auto") and f"{d}/{a}" in res["dmath2"]}
         best = max(forced, key=forced.get)
-        print(f"{d}: dmath/numpy {dm / res['local'][f'numpy/{d}']:.3f}x, dmath/Heat "
-              f"{dm / heat[d]:.2f}x; model chose {plan['choice']} (local kernel {plan['kernel']}), "
-              f"fastest forced {best} ({forced[best]:.1f} GF/s)")
-    print("\nstrong scaling (float32, n=%d)  p: GF/s, efficiency vs p=1" % (n // 2))
-    s1 = res["strong"][1]
-    for p, g in res["strong"].items():
-        print(f"  p={p}: {g:7.1f} GF/s  {g / s1 / min(int(p), os.cpu_count() or 1):.2f}")
-    print("weak scaling (float32, n ~ p^(1/3))")
-    w1 = res["weak"][1]["gflops"]
-    for p, v in res["weak"].items():
-        print(f"  p={p}: n={v['n']:5d} {v['gflops']:7.1f} GF/s  "
-              f"{v['gflops'] / w1 / min(int(p), os.cpu_count() or 1):.2f}")
+        print(f"{d}: dmath/numpy {dm['gflops'] / npy['gflops']:.3f}x wall, "
+              f"{dm['gflops_cpu'] / npy['gflops_cpu']:.3f}x CPU time (target 0.95); "
+              f"dmath/Heat {dm['gflops'] / heat[d]['gflops']:.2f}x wall, "
+              f"{dm['gflops_cpu'] / _best(res, 'heat2', d, 'gflops_cpu'):.2f}x CPU time "
+              f"(target 1.25); model chose {plan['choice']} (local kernel {plan['kernel']}), "
+              f"most efficient forced: {best} ({forced[best]:.1f} GF/s by CPU time)")
+    for kind in ("strong", "weak"):
+        print(f"\n{kind} scaling (float32, 1 thread per rank; p=4 is oversubscribed)")
+        one = res[kind][1] if 1 in res[kind] else res[kind]["1"]
+        for p, v in res[kind].items():
+            print(f"  p={p}: n={v['n']:5d}  {v['gflops']:7.1f} GF/s wall  "
+                  f"{v['gflops_cpu']:7.1f} GF/s CPU time  efficiency "
+                  f"{v['gflops'] / one['gflops'] / min(int(p), os.cpu_count() or 1):.2f} wall, "
+                  f"{v['gflops_cpu'] / one['gflops_cpu'] / min(int(p), os.cpu_count() or 1):.2f} CPU")
     print("\n" + res["dmath2"]["float32/plan"]["text"])
 
 
@@ -259,20 +291,22 @@ def plot(res: dict, dtypes) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    heat = {d: max(v["gflops"] for k, v in res["heat2"].items() if k.startswith(d)) for d in dtypes}
+    heat = {d: _best(res, "heat2", d, "gflops_cpu") for d in dtypes}
     names = ["numpy 2 thr", "torch 2 thr", "Heat 2 ranks", "dmath 2 ranks", "dmath 4 ranks"]
     w = 0.38
     for i, d in enumerate(dtypes):
-        vals = [res["local"][f"numpy/{d}"], res["local"][f"torch/{d}"], heat[d],
-                res["dmath2"][f"{d}/auto"]["gflops"], res["dmath4"][f"{d}/auto"]["gflops"]]
+        vals = [res["local"][f"numpy/{d}"]["gflops_cpu"], res["local"][f"torch/{d}"]["gflops_cpu"],
+                heat[d], res["dmath2"][f"{d}/auto"]["gflops_cpu"],
+                res["dmath4"][f"{d}/auto"]["gflops_cpu"]]
         ax1.bar([x + i * w for x in range(len(names))], vals, w, label=d)
     ax1.set_xticks([x + w / 2 for x in range(len(names))], names, rotation=20)
-    ax1.set_ylabel("GF/s")
+    ax1.set_ylabel("GF/s by CPU time (2 cores)")
     ax1.set_title(f"GEMM n={res['n']} on {os.cpu_count()} cores")
     ax1.legend()
     ps = sorted(int(p) for p in res["strong"])
-    ax2.plot(ps, [res["strong"][p if p in res["strong"] else str(p)] for p in ps], "o-", label="strong")
-    ax2.plot(ps, [res["weak"][p if p in res["weak"] else str(p)]["gflops"] for p in ps], "s-", label="weak")
+    for kind, mark in (("strong", "o-"), ("weak", "s-")):
+        ax2.plot(ps, [res[kind][p]["gflops_cpu"] for p in ps], mark, label=f"{kind}, CPU time")
+        ax2.plot(ps, [res[kind][p]["gflops"] for p in ps], mark, alpha=0.4, label=f"{kind}, wall")
     ax2.set_xlabel("ranks (1 thread each; 4 is oversubscribed)")
     ax2.set_ylabel("GF/s (float32)")
     ax2.set_xticks(ps)
@@ -373,6 +407,7 @@ def main() -> None:
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--ranks", type=int, default=None, help="--gpu: also 2..RANKS ranks")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 2)")
     ap.add_argument("--worker", choices=["dmath", "heat", "gpu"])
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)

@@ -1,6 +1,7 @@
 """Cost model of the GEMM algorithms: latency alpha, bandwidth beta, flop rate gamma.
 
     time = alpha * messages + beta * bytes (busiest rank) + flops / gamma[dtype]
+           + mem_beta * bytes copied locally (packing, concatenating gathered pieces)
 
 ``Machine`` holds the constants (measured by ``dmath tune``, else defaults);
 ``Problem`` is one GEMM (shapes, layouts, dtypes, grid, wanted output layout);
@@ -36,6 +37,7 @@ class Machine:
     mem_bytes: int
     overlap: float          # fraction of pipelined panel traffic hidden behind GEMMs
     measured: bool
+    mem_beta: float = 1.0 / 8e9   # seconds per byte of a local copy
 
     def flops(self, dtype: torch.dtype) -> float:
         return dict(self.gamma).get(str(dtype).removeprefix("torch."), 1e10)
@@ -50,7 +52,7 @@ def machine(device: torch.device) -> Machine:
         gamma.append((name, rates.get(kernel_for(device, dt), max(rates.values()))))
     overlap = prof.get("overlap", 1.0 if device.type == "cuda" else 0.0)
     return Machine(prof["alpha"], prof["beta"], tuple(gamma), int(prof["mem_bytes"]),
-                   float(overlap), measured)
+                   float(overlap), measured, float(prof.get("mem_beta", 1.0 / 8e9)))
 
 
 @dataclass(frozen=True)
@@ -90,35 +92,41 @@ class Traffic:
     busiest: int = 0
     messages: int = 0
     allreduce_bytes: int = 0   # part of ``busiest`` that an all-reduce moves twice
+    copied: int = 0            # bytes the busiest rank copies locally (unpacking, concatenating)
 
     def __add__(self, o: "Traffic") -> "Traffic":
         return Traffic(self.total + o.total, self.busiest + o.busiest,
-                       self.messages + o.messages, self.allreduce_bytes + o.allreduce_bytes)
+                       self.messages + o.messages, self.allreduce_bytes + o.allreduce_bytes,
+                       self.copied + o.copied)
 
     def time(self, mach: Machine) -> float:
-        return mach.alpha * self.messages + mach.beta * (self.busiest + self.allreduce_bytes)
+        return mach.alpha * self.messages + mach.beta * (self.busiest + self.allreduce_bytes) \
+            + mach.mem_beta * self.copied
 
 
 def _log2(p: int) -> int:
     return 0 if p <= 1 else math.ceil(math.log2(p))
 
 
-def _step_traffic(shape, step, rank: int) -> tuple[int, int, int]:
-    """(elements sent, messages, all-reduce elements) of one planned step on ``rank``."""
+def _step_traffic(shape, step, rank: int) -> tuple[int, int, int, int]:
+    """(elements sent, messages, all-reduce elements, elements copied locally) of one
+    planned step on ``rank``: all-gathers concatenate and all-to-alls unpack their output."""
     kind = type(step).__name__
     if kind == "AllToAll":
         sent = sum(step.send_counts) - step.send_counts[rank]
-        return sent, sum(1 for i, c in enumerate(step.send_counts) if c and i != rank), 0
+        return sent, sum(1 for i, c in enumerate(step.send_counts) if c and i != rank), 0, \
+            2 * math.prod(step.out_shape)
     grid = step.grid
     loc = math.prod(local_shape(shape, step.src, grid, rank))
     if kind == "AllReduce":
-        return loc, 2 * _log2(grid.axes_size(step.axes)), loc
+        return loc, 2 * _log2(grid.axes_size(step.axes)), loc, 0
     if kind == "ReduceScatter":
         return loc - math.prod(local_shape(shape, step.dst, grid, rank)), \
-            _log2(grid.axes_size(step.axes)), 0
+            _log2(grid.axes_size(step.axes)), 0, 0
     if kind == "AllGather":
-        return loc * (grid.axes_size(step.axes) - 1), _log2(grid.axes_size(step.axes)), 0
-    return 0, 0, 0
+        size = grid.axes_size(step.axes)
+        return loc * (size - 1), _log2(size), 0, loc * size if size > 1 else 0
+    return 0, 0, 0, 0
 
 
 @lru_cache(maxsize=4096)
@@ -129,18 +137,18 @@ def redistribution(shape: tuple, src: Layout, src_grid, dst: Layout, dst_grid,
     src, dst = src.resolve(src_grid, len(shape)), dst.resolve(dst_grid, len(shape))
     p = dst_grid.size
     ranks = range(p) if p <= EXACT_RANKS else [0]
-    total, busiest, msgs, ar = 0, 0, 0, 0
+    total, busiest, msgs, ar, cp = 0, 0, 0, 0, 0
     for r in ranks:
-        sent = m = a = 0
+        sent = m = a = c = 0
         for st in plan(tuple(shape), src, src_grid, dst, dst_grid, r):
-            s, mm, aa = _step_traffic(shape, st, r)
-            sent, m, a = sent + s, m + mm, a + aa
+            s, mm, aa, cc = _step_traffic(shape, st, r)
+            sent, m, a, c = sent + s, m + mm, a + aa, c + cc
         total += sent
         if sent >= busiest:
-            busiest, msgs, ar = sent, m, a
+            busiest, msgs, ar, cp = sent, m, a, c
     if p > EXACT_RANKS:
         total *= p
-    return Traffic(total * esize, busiest * esize, msgs, ar * esize)
+    return Traffic(total * esize, busiest * esize, msgs, ar * esize, cp * esize)
 
 
 def local_elements(shape, layout: Layout, grid) -> int:

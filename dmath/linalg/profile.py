@@ -5,7 +5,8 @@ maps a *fingerprint* of the configuration (host, CPU or GPU model, torch and
 numpy versions, the OpenBLAS core type forced by the environment, threads
 per rank) to a profile::
 
-    {"alpha": s per message, "beta": s per byte, "mem_bytes": per rank,
+    {"alpha": s per message, "beta": s per byte, "mem_beta": s per byte copied locally,
+     "mem_bytes": per rank,
      "gamma": {"float32": {"torch": flop/s, "blas": flop/s}, ...}}
 
 Absent entries fall back to ``DEFAULTS``; nothing is measured implicitly.
@@ -24,12 +25,13 @@ import torch
 DEFAULTS = {
     "alpha": 5e-6,            # 5 us per message
     "beta": 1.0 / 5e9,        # 5 GB/s per rank
+    "mem_beta": 1.0 / 8e9,    # 8 GB/s local copies
     "mem_bytes": 4 * 2**30,   # 4 GiB per rank
     "gamma": {"float16": {"torch": 2e10}, "bfloat16": {"torch": 2e10},
               "float32": {"torch": 5e10}, "float64": {"torch": 2.5e10}},
 }
 GPU_DEFAULTS = {
-    "alpha": 2e-5, "beta": 1.0 / 2e10, "mem_bytes": 16 * 2**30,
+    "alpha": 2e-5, "beta": 1.0 / 2e10, "mem_beta": 1.0 / 1e12, "mem_bytes": 16 * 2**30,
     "gamma": {"float16": {"torch": 3e14}, "bfloat16": {"torch": 3e14},
               "float32": {"torch": 4e13}, "float64": {"torch": 4e13}},
 }

@@ -72,6 +72,22 @@ def link(world, small: int = 8, large: int = 16 * 2**20, repeats: int = 10) -> t
     return mpi.bcast((alpha, beta), root=0)
 
 
+def copy_rate(device: torch.device, nbytes: int = 64 * 2**20, repeats: int = 5) -> float:
+    """Seconds per byte of a local tensor copy (mem_beta)."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    ts = []
+    for _ in range(repeats + 1):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t = time.perf_counter()
+        dst.copy_(src)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts[1:]) / nbytes
+
+
 def memory_per_rank(device: torch.device, local_size: int) -> int:
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0] * 0.9)
@@ -101,6 +117,7 @@ def tune(n: int | None = None, save: bool = True, verbose: bool = True) -> dict:
     if world.size >= 2:
         prof["alpha"], prof["beta"] = link(world)
     prof.update(gamma=gamma, mem_bytes=memory_per_rank(dev, ctx.local_size),
+                mem_beta=max(world.allgather_obj(copy_rate(dev))),
                 measured_with=f"{world.size} ranks", measured_at=time.strftime("%Y-%m-%d %H:%M"))
     if save and world.rank == 0:
         where = profile.save(dev, prof)
@@ -108,6 +125,7 @@ def tune(n: int | None = None, save: bool = True, verbose: bool = True) -> dict:
             print(f"saved to {where} under\n  {profile.fingerprint(dev)}")
     if verbose and world.rank == 0:
         print(f"alpha {prof['alpha'] * 1e6:.2f} us   beta {1 / prof['beta'] / 1e9:.2f} GB/s   "
+              f"local copy {1 / prof['mem_beta'] / 1e9:.2f} GB/s   "
               f"memory/rank {prof['mem_bytes'] / 2**30:.1f} GiB")
         for name, rates in gamma.items():
             print(f"  {name:<9} " + "  ".join(f"{k} {v / 1e9:8.1f} GF/s" for k, v in rates.items()))
