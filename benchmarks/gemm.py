@@ -233,8 +233,13 @@ def cpu(args) -> None:
                             "--dtypes", "float32"], threads=1)
         res["weak"][p] = r["float32/auto"]
     (OUT / "gemm_cpu.json").write_text(json.dumps(res, indent=1))
+    finish(res, dtypes)
+
+
+def finish(res: dict, dtypes) -> None:
     report(res, dtypes)
     plot(res, dtypes)
+    write_docs(res, dtypes)
 
 
 def _best(res: dict, key: str, d: str, metric: str) -> float:
@@ -284,6 +289,90 @@ def report(res: dict, dtypes) -> None:
                   f"{v['gflops'] / one['gflops'] / min(int(p), os.cpu_count() or 1):.2f} wall, "
                   f"{v['gflops_cpu'] / one['gflops_cpu'] / min(int(p), os.cpu_count() or 1):.2f} CPU")
     print("\n" + res["dmath2"]["float32/plan"]["text"])
+
+
+DOC = ROOT / "docs" / "performance.md"
+BEGIN, END = "<!-- benchmarks/gemm.py: begin -->", "<!-- benchmarks/gemm.py: end -->"
+
+
+def markdown(res: dict, dtypes) -> str:
+    """The GEMM section of docs/performance.md from one run's results."""
+    n = res["n"]
+    heat = {d: max((v for k, v in res["heat2"].items() if k.startswith(d + "/")),
+                   key=lambda v: v["gflops_cpu"]) for d in dtypes}
+    algs = sorted({k.split("/")[1] for k in res["dmath2"] if not k.endswith("/plan")})
+    rows = [("numpy, 2 threads", [res["local"][f"numpy/{d}"] for d in dtypes]),
+            ("torch, 2 threads", [res["local"][f"torch/{d}"] for d in dtypes]),
+            ("Heat 1.8, 2 ranks (best split)", [heat[d] for d in dtypes])]
+    rows += [(f"dmath, 2 ranks x 1 thread, {a}", [res["dmath2"].get(f"{d}/{a}") for d in dtypes])
+             for a in ["auto", "auto-warm"] + [x for x in algs if not x.startswith("auto")]]
+    rows.append(("dmath, 4 ranks (oversubscribed), auto",
+                 [res["dmath4"][f"{d}/auto"] for d in dtypes]))
+    head = " | ".join(f"{d} wall | {d} CPU" for d in dtypes)
+    out = [BEGIN, "## GEMM", "",
+           "`python benchmarks/gemm.py` (one command, ~20-40 minutes on 2 cores; `--quick` for "
+           "n=2048; `--gpu [--ranks 4]` for the GPU table). It removes `OPENBLAS_CORETYPE` / "
+           "`OPENBLAS_L2_SIZE` from its own environment (they force numpy's OpenBLAS onto an "
+           f"older kernel), so numpy runs: {res['numpy_blas']}.", "",
+           f"n={n}, C = A B with A, B in 2-D block layout (dmath) / the best of Heat's split "
+           "combinations (0,0), (1,1), (0,1). GF/s two ways: *wall* is 2n^3 over the fastest "
+           "wall-clock time of the repeats; *CPU* is 2n^3 over (CPU seconds of all threads and "
+           "ranks / 2 cores), i.e. the rate on two dedicated cores, which time-slicing by other "
+           "jobs on this shared machine does not inflate (MPI's busy waiting counts as work). "
+           "*auto* times a fresh product each call (A and B written in between, so no cached "
+           "copy helps); *auto-warm* repeats the product of unchanged operands, where the "
+           "all-gathered copy is reused from the layout cache.", "",
+           f"| GF/s | {head} |", "|---|" + "---:|" * (2 * len(dtypes))]
+    for name, es in rows:
+        cells = " | ".join(f"{e['gflops']:.1f} | {e['gflops_cpu']:.1f}" if e else "- | -" for e in es)
+        out.append(f"| {name} | {cells} |")
+    out.append("")
+    for d in dtypes:
+        dm, npy = res["dmath2"][f"{d}/auto"], res["local"][f"numpy/{d}"]
+        plan = res["dmath2"][f"{d}/plan"]
+        forced = {a: res["dmath2"][f"{d}/{a}"]["gflops_cpu"] for a in algs
+                  if not a.startswith("auto") and f"{d}/{a}" in res["dmath2"]}
+        best = max(forced, key=forced.get)
+        out.append(f"* {d}: dmath / numpy = {dm['gflops'] / npy['gflops']:.2f}x wall, "
+                   f"{dm['gflops_cpu'] / npy['gflops_cpu']:.2f}x CPU (target 0.95); dmath / Heat = "
+                   f"{dm['gflops'] / heat[d]['gflops']:.2f}x wall, "
+                   f"{dm['gflops_cpu'] / heat[d]['gflops_cpu']:.2f}x CPU (target 1.25). The cost "
+                   f"model chose `{plan['choice']}` (local kernel `{plan['kernel']}`); the most "
+                   f"efficient forced algorithm was `{best}`.")
+    out += ["", "Scaling, float32, 1 thread per rank (p=4 oversubscribes the 2 cores):", "",
+            "| ranks | strong: n | wall GF/s | CPU GF/s | weak: n | wall GF/s | CPU GF/s |",
+            "|---:|---:|---:|---:|---:|---:|---:|"]
+    for p in sorted(res["strong"], key=int):
+        s_, w_ = res["strong"][p], res["weak"][p]
+        out.append(f"| {p} | {s_['n']} | {s_['gflops']:.1f} | {s_['gflops_cpu']:.1f} | "
+                   f"{w_['n']} | {w_['gflops']:.1f} | {w_['gflops_cpu']:.1f} |")
+    out += ["", "![GEMM on 2 cores](img/gemm_cpu.png)", "",
+            "The plan the model printed for the 2-rank float32 case:", "", "```",
+            res["dmath2"]["float32/plan"]["text"], "```", "",
+            "Notes. torch's CPU wheel multiplies with MKL, which on this AMD CPU runs a code "
+            "path about half as fast per core as OpenBLAS's AVX-512 kernel; `dmath tune` "
+            "measures both and the local GEMM then uses the faster one (`dmath.linalg.kernel_for`, "
+            "forced with `DMATH_CPU_GEMM=torch|blas`). Open MPI progresses non-blocking "
+            "broadcasts only inside MPI calls, so on CPUs SUMMA's double-buffered panels hide "
+            "little; with one core per rank there is no idle core to hide copies behind anyway.",
+            "", "GPU (`python benchmarks/gemm.py --gpu --ranks 4`, 1 rank: dmath.matmul vs "
+            "torch.matmul in one process, n=8192, bf16/fp16/tf32/fp64, target >= 0.97x): "
+            "added when that run is made.", END]
+    return "\n".join(out) + "\n"
+
+
+def write_docs(res: dict, dtypes) -> None:
+    """Replace this script's section of docs/performance.md (others' sections untouched)."""
+    text = DOC.read_text() if DOC.exists() else (
+        "# Performance\n\nFigures measured by the scripts in `benchmarks/`; each script rewrites "
+        "its own section (between its marker comments) and leaves the others alone.\n\n")
+    section = markdown(res, dtypes)
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    DOC.write_text(text)
+    print(f"docs: {DOC} (GEMM section)")
 
 
 def plot(res: dict, dtypes) -> None:
@@ -408,6 +497,8 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=None, help="--gpu: also 2..RANKS ranks")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 2)")
+    ap.add_argument("--docs-only", action="store_true",
+                    help="redo table, plot and docs section from benchmarks/out/gemm_cpu.json")
     ap.add_argument("--worker", choices=["dmath", "heat", "gpu"])
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)
@@ -417,6 +508,11 @@ def main() -> None:
     if args.worker:
         args.repeats = args.repeats or 3
         {"dmath": worker_dmath, "heat": worker_heat, "gpu": worker_gpu}[args.worker](args)
+    elif args.docs_only:      # re-render table, plot and docs from the last run's JSON
+        res = json.loads((OUT / "gemm_cpu.json").read_text())
+        for kind in ("strong", "weak"):
+            res[kind] = {int(p): v for p, v in res[kind].items()}
+        finish(res, ["float32", "float64"])
     elif args.gpu:
         gpu(args)
     else:
