@@ -177,12 +177,12 @@ def from_local(local: torch.Tensor, shape: Sequence[int], layout: Layout, *, gri
     expect = local_shape(shape, lay, grid)
     problem = None
     if not isinstance(local, torch.Tensor):
-        problem = f"rank {grid.rank}: local piece is a {type(local).__name__}, not a torch.Tensor"
+        problem = f"local piece is a {type(local).__name__}, not a torch.Tensor"
     elif tuple(local.shape) != expect:
-        problem = (f"rank {grid.rank}: local piece has shape {tuple(local.shape)}, "
+        problem = (f"local piece has shape {tuple(local.shape)}, "
                    f"{lay} of {shape} needs {expect}")
     elif local.device != device():
-        problem = (f"rank {grid.rank}: local piece is on {local.device} but this rank's "
+        problem = (f"local piece is on {local.device} but this rank's "
                    f"arrays live on {device()}")
     grid.world.agree(problem)
     dtypes = grid.world.allgather_obj(local.dtype)

@@ -76,12 +76,14 @@ class Comm:
         """Raise ``exc`` on every rank if any rank reports a ``problem``.
 
         For checks whose outcome may differ between ranks (local data), so all
-        ranks fail at the same point instead of some hanging in a collective."""
+        ranks fail at the same point instead of some hanging in a collective.
+        ``problem`` does not name the rank: the error reads ``rank r: problem``
+        for the first rank ``r`` that reported one."""
         problems = self.allgather_obj(problem)
         bad = [(r, p) for r, p in enumerate(problems) if p is not None]
         if bad:
             r, p = bad[0]
-            raise exc(p if all(q == p for _, q in bad) else f"rank {r}: {p}")
+            raise exc(f"rank {r}: {p}")
 
     # -- data plane: tensors -------------------------------------------------
     def _transport(self, t: torch.Tensor) -> Transport:

@@ -32,6 +32,7 @@ x, y = rng.standard_normal((5, 7)), rng.standard_normal((7,))
 A = dmath.from_numpy(x, dmath.block_2d())
 B = dmath.from_numpy(y, dmath.row_block())
 Z = dmath.from_numpy(x, dmath.row_block(), grid=line)          # same ranks, another grid
+dev = A.local.device                                           # this rank's device
 INPUTS = [(A, A.local.clone(), A.version), (B, B.local.clone(), B.version),
           (Z, Z.local.clone(), Z.version)]
 cases: list[tuple[str, type, str, object]] = []
@@ -58,7 +59,7 @@ case("negative shape", ValueError, r"shape \(3, -1\) has a negative dimension")(
     lambda: dmath.zeros((3, -1)))
 case("from_local: wrong local shape on rank 2", ValueError,
      r"rank 2: local piece has shape \(9, 9\)")(
-    lambda: dmath.from_local(on(2, torch.zeros(9, 9, dtype=torch.float64), A.local.clone()),
+    lambda: dmath.from_local(on(2, torch.zeros(9, 9, dtype=torch.float64, device=dev), A.local.clone()),
                              (5, 7), dmath.block_2d()))
 case("from_scalapack: wrong local shape on rank 3", ValueError, r"rank 3: local piece has shape")(
     lambda: dmath.from_scalapack(on(3, np.zeros((1, 1), order="F"),
@@ -70,7 +71,7 @@ case("from_numpy without root: rank 1 passes another shape", ValueError,
 case("item() of a 35-element array", ValueError, r"item\(\) needs a 1-element array")(
     lambda: A.item())
 case("set_local with another shape", ValueError, r"new local piece")(
-    lambda: A.set_local(torch.zeros(11, 11, dtype=A.dtype)))
+    lambda: A.set_local(torch.zeros(11, 11, dtype=A.dtype, device=dev)))
 case("len() of a 0-d array", TypeError, r"len\(\) of a 0-d DArray")(
     lambda: len(dmath.sum(A)))
 
@@ -123,10 +124,10 @@ case("where over arrays on different grids", ValueError, r"different grids")(
 
 # -- devices -----------------------------------------------------------------------------------
 case("from_local: rank 1's piece on another device", ValueError,
-     r"rank 1: local piece is on meta but this rank's arrays live on cpu")(
+     r"rank 1: local piece is on meta but this rank's arrays live on " + re.escape(str(dev)))(
     lambda: dmath.from_local(on(1, A.local.to("meta"), A.local.clone()), (5, 7), dmath.block_2d()))
 case("from_local: a numpy array, not a tensor", ValueError, r"local piece is a ndarray")(
-    lambda: dmath.from_local(A.local.numpy(), (5, 7), dmath.block_2d()))
+    lambda: dmath.from_local(A.local.cpu().numpy(), (5, 7), dmath.block_2d()))
 
 # -- roots, axes, operands -----------------------------------------------------------------------
 case("from_numpy root out of range", ValueError, r"root 7 is not a rank of a 4-rank world")(
