@@ -107,16 +107,18 @@ def _write_doc(rows, argv: list[str], load: str) -> None:
         "rank is done (barrier in SPMD, `dmath.sync()` in client-server mode); each figure is "
         "the best batch, per op, in microseconds (the stream: all of it, in ms). *added* = "
         "client-server minus SPMD. `command` is a command that does nothing: the bare cost "
-        "of a message to the servers, running the function on every rank and (eager) the "
-        "8-byte gather of error counts. Target: at most 30 us added per op on 2 ranks.", "",
+        "of a message to the servers, running the function on every rank and (eager) "
+        "summing the 8-byte error counts back to rank 0. Target: at most 30 us added per op on 2 ranks.", "",
         _table(rows), "",
         "How the cost is kept down: one pickled message per command (protocol 5; arrays as "
         "integer handles, grids as their shape) in a preallocated 2 KiB frame sent "
         "point-to-point down a binary tree of ranks; servers poll a non-blocking receive; "
         "freed handles ride along with the next command; errors are counted, and their "
-        "details sent only when something failed. `DMATH_ERRORS=lazy` drops the per-command "
-        "gather: rank 0 then checks for reports before each command and meets the servers "
-        "only at synchronisation points (host results, `dmath.sync()`, exit). With 4 ranks "
+        "details sent only when something failed; a waiting rank sleeps after a short spin "
+        "instead of taking the core a busy one needs. `DMATH_ERRORS=lazy` drops the "
+        "per-command count: rank 0 then checks for reports before each command and meets the servers "
+        "only at synchronisation points (host results, `dmath.sync()`, every 256 commands, "
+        "exit). With 4 ranks "
         "on 2 cores every hand-over between rank 0 and a server waits for the OS scheduler, "
         "which the SPMD loop of a local op never does.", END])
     text = DOC.read_text() if DOC.exists() else "# Performance\n"

@@ -14,8 +14,8 @@ Open MPI's non-blocking one costs tens of microseconds more per command).
 
 Errors travel the other way: a server whose command failed sends the detail
 to rank 0 at once (non-blocking point-to-point, tag ``ERROR_TAG``) and keeps a
-running count; ``gather_status()`` gathers the counts on rank 0, which then
-receives exactly the details it has not seen. A frame with the ``SYNC`` flag
+running count; ``gather_status()`` sums the counts up the tree to rank 0,
+which then receives exactly the details it has not seen. A frame with the ``SYNC`` flag
 asks every server to take part in that gather right after the command.
 
 All of it runs on a private duplicate of the world communicator, so control
@@ -38,7 +38,7 @@ ROOM = FRAME - _HEADER.size
 SYNC = 1        # gather error counts after this command
 STOP = 2        # servers leave their loop
 ERROR_TAG = 0x7E57
-FRAME_TAG, REST_TAG = 0x7E51, 0x7E52
+FRAME_TAG, REST_TAG, COUNT_TAG = 0x7E51, 0x7E52, 0x7E53
 
 # Servers: spin on Test for this long after a frame (SPIN_S; SPIN_CROWDED_S when a
 # node has more ranks than cores, where a spinning server takes the core rank 0
@@ -49,25 +49,31 @@ SLEEP_MIN, SLEEP_MAX = 20e-6, 2e-3
 
 
 def spin_seconds(local_size: int) -> float:
-    """How long a server on a node with ``local_size`` ranks spins before sleeping."""
+    """How long a rank on a node with ``local_size`` ranks spins before sleeping:
+    short when the node is crowded (more ranks, or more runnable processes, than
+    cores), since a spinning rank then takes the core another one needs."""
     env = os.environ.get("DMATH_SPIN_S")
     if env:
         return float(env)
-    return SPIN_CROWDED_S if local_size > (os.cpu_count() or 1) else SPIN_S
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return SPIN_CROWDED_S if local_size > cores or load > cores else SPIN_S
 
 
 class Channel:
     """Rank 0's and the servers' ends of the command broadcast and error reports."""
 
-    def __init__(self, world: "MPI.Intracomm", spin_s: float = SPIN_S):
+    def __init__(self, world: "MPI.Intracomm", local_size: int = 1):
         self.mpi = world.Dup()
-        self.spin_s = spin_s
+        self.local_size = local_size
+        self.spin_s = spin_seconds(local_size)
+        self._spin_at = time.monotonic()
         self.rank = self.mpi.Get_rank()
         self.size = self.mpi.Get_size()
         self._frame = bytearray(FRAME)
         self._frame_np = np.frombuffer(self._frame, np.uint8)
         self._count = np.zeros(1, np.int64)
-        self._counts = np.zeros(self.size, np.int64)
+        self._child_counts = np.zeros((2, 1), np.int64)
         self.parent = (self.rank - 1) // 2
         self.children = [c for c in (2 * self.rank + 1, 2 * self.rank + 2) if c < self.size]
         self.frames = 0
@@ -75,9 +81,8 @@ class Channel:
         # server side: error reports sent and not yet completed
         self.errors_sent = 0
         self._pending: list = []
-        # client side: error reports received, per rank and in all
-        self._seen = np.zeros(self.size, np.int64)
-        self._seen_bytes = self._seen.tobytes()
+        # client side: error reports received
+        self._seen = 0
 
     # -- commands: rank 0 -> everyone ------------------------------------------------
     def send(self, seq: int, flags: int, payload) -> None:
@@ -102,18 +107,7 @@ class Channel:
         """Servers: wait for the next command and pass it on down the tree;
         returns (seq, flags, payload). ``idle()`` is called now and then while
         waiting (a liveness check)."""
-        req = self.mpi.Irecv(self._frame_np, source=self.parent, tag=FRAME_TAG)
-        start = time.perf_counter()
-        sleep = SLEEP_MIN
-        polls = 0
-        while not req.Test():
-            polls += 1
-            if polls < 64 or time.perf_counter() - start < self.spin_s:
-                continue
-            time.sleep(sleep)
-            sleep = min(2 * sleep, SLEEP_MAX)
-            if idle is not None and polls % 256 == 0:
-                idle()
+        self._wait(self.mpi.Irecv(self._frame_np, source=self.parent, tag=FRAME_TAG), idle)
         n, flags, seq = _HEADER.unpack_from(self._frame, 0)
         rest = None
         if n > ROOM:
@@ -129,6 +123,25 @@ class Channel:
         self._reap()
         return seq, flags, payload
 
+    def _wait(self, req, idle=None) -> None:
+        """Complete ``req`` polling: spin for ``spin_s``, then sleep between tests."""
+        if req.Test():
+            return
+        start = time.perf_counter()
+        sleep = SLEEP_MIN
+        polls = 0
+        while not req.Test():
+            polls += 1
+            if polls < 64 or time.perf_counter() - start < self.spin_s:
+                continue
+            time.sleep(sleep)
+            sleep = min(2 * sleep, SLEEP_MAX)
+            if polls % 256 == 0:
+                if idle is not None:
+                    idle()
+                if start - self._spin_at > 2.0:           # the node's load changes
+                    self.spin_s, self._spin_at = spin_seconds(self.local_size), start
+
     # -- errors: servers -> rank 0 ---------------------------------------------------
     def report(self, detail: dict) -> None:
         """Server: send one failure's detail to rank 0 (does not wait)."""
@@ -140,18 +153,26 @@ class Channel:
             self._pending = [r for r in self._pending if not r.Test()]
 
     def gather_status(self) -> list[dict]:
-        """Collective: on rank 0, the details of every failure not seen yet (sorted
-        by sequence number); ``[]`` on the servers and when nothing failed."""
-        self._count[0] = self.errors_sent
-        self.mpi.Gather(self._count, self._counts if self.rank == 0 else None, root=0)
-        if self.rank != 0 or self._counts.tobytes() == self._seen_bytes:
+        """Every rank: on rank 0, the details of every failure not seen yet (sorted by
+        sequence number); ``[]`` on the servers and when nothing failed.
+
+        The counts of reports sent are summed up the tree (each rank waits for
+        its children, politely: a rank 0 waiting for slow servers sleeps instead
+        of taking their core); if the sum moved, rank 0 receives that many
+        details, which were sent before the counts."""
+        total = self.errors_sent
+        for i, c in enumerate(self.children):
+            self._wait(self.mpi.Irecv(self._child_counts[i], source=c, tag=COUNT_TAG))
+            total += int(self._child_counts[i, 0])
+        if self.rank != 0:
+            self._count[0] = total
+            self.mpi.Send(self._count, dest=self.parent, tag=COUNT_TAG)
+            return []
+        if total == self._seen:
             return []                                 # the usual case: nothing new
-        details = []
-        for r in np.flatnonzero(self._counts != self._seen):
-            for _ in range(int(self._counts[r] - self._seen[r])):
-                details.append(self.mpi.recv(source=int(r), tag=ERROR_TAG))
-            self._seen[r] = self._counts[r]
-        self._seen_bytes = self._seen.tobytes()
+        details = [self.mpi.recv(source=MPI.ANY_SOURCE, tag=ERROR_TAG)
+                   for _ in range(total - self._seen)]
+        self._seen = total
         return sorted(details, key=lambda d: (d["seq"], d["rank"]))
 
     def error_waiting(self) -> bool:

@@ -205,7 +205,7 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
         from . import dispatch, server
         if world_comm.rank != 0:
             server.serve(_CTX)                   # returns only by exiting the process
-        dispatch.start_client(wmpi, errors)
+        dispatch.start_client(wmpi, errors, local_size)
         if not owns:
             atexit.register(finalize)            # stop the servers before MPI goes
     return _CTX

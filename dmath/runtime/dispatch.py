@@ -23,12 +23,16 @@ Errors. Every rank runs every command; a server whose command raised sends
 rank 0 the detail (rank, type, message, traceback) at once and carries on.
 ``DMATH_ERRORS`` picks when rank 0 looks:
 
-* ``eager`` (default): after every command all ranks meet in one tiny gather
-  (8 bytes a rank), so an error is raised by the call that failed;
+* ``eager`` (default): after every command the servers' counts of failures
+  are summed up to rank 0 (8 bytes a rank), so an error is raised by the call
+  that failed;
 * ``lazy``: rank 0 checks for waiting reports (``Iprobe``) before each command
   and meets the servers only at synchronisation points (commands that return
-  host data, ``dmath.sync()``, shutdown); an error is raised there, naming the
-  command that failed. Faster for streams of tiny ops.
+  host data, ``dmath.sync()``, shutdown, and every ``LAZY_LAG`` commands so it
+  never runs far ahead); an error is raised there, naming the command that
+  failed. Rank 0 does not wait for the servers after each command; but the
+  results of a command that failed on a server must not be used before the
+  error is seen (a collective on them would wait for that server).
 
 An exception raised by rank 0 itself (argument checks raise the same error
 on every rank) is re-raised as it is, once the servers' outcomes are
@@ -61,6 +65,7 @@ __all__ = ["RemoteError", "command", "CommandTable", "register_handle_type", "sy
            "is_client", "lookup", "handles_in"]
 
 _ID_BITS = 20
+LAZY_LAG = 256      # lazy checks: rank 0 meets the servers at least every LAZY_LAG commands
 
 # The one flag the fast path reads: the Client on rank 0 in client-server mode
 # while no command runs there; None everywhere else (SPMD, servers, nested calls).
@@ -296,8 +301,8 @@ class _Ref(weakref.ref):
 class Client:
     """Rank 0's side of a client-server session."""
 
-    def __init__(self, world, errors: str | None = None):
-        self.channel = Channel(world)
+    def __init__(self, world, errors: str | None = None, local_size: int = 1):
+        self.channel = Channel(world, local_size)
         self.seq = 0
         self.eager = (errors or os.environ.get("DMATH_ERRORS", "eager")) != "lazy"
         self.frees: list[int] = []
@@ -350,7 +355,7 @@ class Client:
         if self.frees:
             self.frees = []
         self.seq = seq = self.seq + 1
-        sync = eager or spec.sync
+        sync = eager or spec.sync or not seq % LAZY_LAG
         ch.send(seq, SYNC if sync else 0, payload)
         del payload
         self.commands += 1
@@ -371,7 +376,7 @@ class Client:
         if sync:
             errors = ch.gather_status()
             if errors:
-                self._raise(errors)
+                self._raise(errors, earlier=errors[0]["seq"] != seq)
         elif not _is_handles(result):
             self._raise_if(self._status(None))
         return result
@@ -483,10 +488,10 @@ def _is_handles(result) -> bool:
 
 
 # -- session control ------------------------------------------------------------------------
-def start_client(world, errors: str | None = None) -> Client:
+def start_client(world, errors: str | None = None, local_size: int = 1) -> Client:
     """Rank 0 of a client-server session: from now on commands are dispatched."""
     global _client, _session
-    client = Client(world, errors)
+    client = Client(world, errors, local_size)
     client.start_watchdog()
     _client = _session = client
     return client

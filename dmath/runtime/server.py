@@ -19,7 +19,7 @@ import threading
 import time
 import traceback
 
-from .channel import STOP, SYNC, Channel, spin_seconds
+from .channel import STOP, SYNC, Channel
 from .dispatch import _ID_BITS, handles_in, lookup
 
 REGISTRY: dict[int, object] = {}          # handle -> array (or other handle object)
@@ -116,7 +116,7 @@ def _run_one(ch: Channel, rank: int, seq: int, payload) -> None:
 
 def serve(ctx) -> None:
     """Run rank 0's commands until it says stop; then finalize and exit the process."""
-    ch = Channel(ctx.world.mpi, spin_seconds(ctx.local_size))
+    ch = Channel(ctx.world.mpi, ctx.local_size)
     rank = ch.rank
     while True:
         seq, flags, payload = ch.receive()
