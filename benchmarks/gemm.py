@@ -425,26 +425,31 @@ def gpu_one_rank(n: int, repeats: int) -> dict:
         with dmath.linalg.allow_tf32(name == "tf32"):
             prev = torch.backends.cuda.matmul.fp32_precision
             torch.backends.cuda.matmul.fp32_precision = "tf32" if name == "tf32" else "ieee"
-            t_torch = cuda_median(lambda: torch.matmul(a, b), repeats)
-            t_dmath = cuda_median(lambda: dmath.matmul(A, B), repeats)
+            t_torch, t_dmath = cuda_medians([lambda: torch.matmul(a, b),
+                                             lambda: dmath.matmul(A, B)], repeats)
             torch.backends.cuda.matmul.fp32_precision = prev
         out[name] = {"torch": gflops(n, t_torch) / 1e3, "dmath": gflops(n, t_dmath) / 1e3}
     return out
 
 
-def cuda_median(fn, repeats: int) -> float:
+def cuda_medians(fns, repeats: int) -> list[float]:
+    """Median CUDA-event time of each of ``fns``, timed in interleaved rounds
+    (order alternating) so clock and power drift hit all of them alike."""
     import torch
     for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(repeats):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e) / 1e3)
-    return statistics.median(ts)
+        for fn in fns:
+            fn()
+    ts = [[] for _ in fns]
+    for r in range(repeats):
+        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
+        for i in order:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fns[i]()
+            e.record()
+            e.synchronize()
+            ts[i].append(s.elapsed_time(e) / 1e3)
+    return [statistics.median(t) for t in ts]
 
 
 def worker_gpu(args) -> None:
