@@ -26,7 +26,7 @@ def check_ndim(x: DArray, ndim: int, op: str, what: str) -> None:
 def same_grid(op: str, *arrays) -> None:
     arrays = [a for a in arrays if a is not None]
     for a in arrays[1:]:
-        if a.grid != arrays[0].grid:
+        if a.grid is not arrays[0].grid and a.grid != arrays[0].grid:
             raise ValueError(f"{op}: operands are on different grids ({arrays[0].grid!r} and "
                              f"{a.grid!r})")
 

@@ -34,6 +34,8 @@ class Halos:
 
     def backward(self, d_ext: torch.Tensor) -> torch.Tensor:
         """Gradient of the extended piece -> gradient of this rank's piece."""
+        if self.plans == (None, None):
+            return d_ext
         w_lo, w_hi, h_lo, h_hi = self.pad
         d = d_ext.narrow(2, h_lo, d_ext.shape[2] - h_lo - h_hi)
         d = d.narrow(3, w_lo, d.shape[3] - w_lo - w_hi)
@@ -49,6 +51,9 @@ def gather_halos(x: DArray, windows: tuple[Window, Window],
     """This rank's piece of ``x`` with halos and explicit padding on the sharded
     spatial dims (balanced blocks required there)."""
     local = x.local
+    if not (x.layout.dims[2].axes or x.layout.dims[3].axes):     # nothing sharded: no halos
+        return local, Halos((None, None), (0, 0, 0, 0), (windows[0].padding, windows[1].padding),
+                            (windows[0].out_size(x.shape[2]), windows[1].out_size(x.shape[3])))
     plans, pad, torch_pad, out_local = [], [], [], []
     for dim, win in zip(SPATIAL_DIMS, windows):
         spec = x.layout.dims[dim]
