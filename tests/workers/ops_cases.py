@@ -120,7 +120,7 @@ for grid in GRIDS:
             xt = as_torch(x, dt)
             a = dmath.from_torch(xt, lay)
             assert a.dtype == dt and a.layout == lay and a.shape == shape
-            assert torch.equal(a.local, as_torch(piece(x, lay, grid), dt))
+            assert torch.equal(a.local, as_torch(piece(x, lay, grid), dt).to(a.local.device))
             if (i + j) % 3 == 0:             # scattered from each root, gathered to it
                 for r in range(world.size):
                     b = dmath.from_torch(xt if rank == r else None, lay, root=r)

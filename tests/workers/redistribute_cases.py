@@ -171,17 +171,17 @@ grid = GRIDS[0]
 dmath.set_default_grid(grid)
 h = np.random.default_rng(3).standard_normal((5, 7)) / 3
 for dt in (torch.bfloat16, torch.float16):
-    mine = torch.from_numpy(h * (world.rank + 1)).to(dt)
+    mine = torch.from_numpy(h * (world.rank + 1)).to(dmath.context().device, dt)
     want = sum((torch.from_numpy(h * (r + 1)).to(dt).double() for r in range(world.size)))
     got = world.allreduce(mine)
     assert got.dtype == dt
-    close(got.double(), want, dt, f"{dt} allreduce")
+    close(got.double().cpu(), want, dt, f"{dt} allreduce")
     # The same through redistribution: partial -> replicated and -> sharded.
     lay = Layout(partial=grid.names).resolve(grid, 2)
     P = dmath.from_local(mine, h.shape, lay)
     close(P.to_numpy(), want, dt, f"{dt} partial -> replicated")
     S = P.redistribute(Layout(tuple(grid.names)))
-    close(S.local.double(), piece(want.numpy(), S.layout, grid), dt, f"{dt} reduce-scatter")
+    close(S.local.double().cpu(), piece(want.numpy(), S.layout, grid), dt, f"{dt} reduce-scatter")
     C.ok()
 
 C.report()
