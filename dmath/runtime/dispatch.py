@@ -95,11 +95,11 @@ class RemoteError(RuntimeError):
         same = [e["rank"] for e in errors if e["seq"] == first["seq"]]
         others = f" (and rank{'s' if len(same) > 2 else ''} " \
                  f"{', '.join(map(str, same[1:]))})" if len(same) > 1 else ""
-        when = "an earlier command, " if earlier else ""
+        when = "an earlier command failed: " if earlier else ""
         later = len({e["seq"] for e in errors}) - 1
         tail = f"\n({later} later command{'s' if later > 1 else ''} failed too, " \
                "most likely because of this one)" if later else ""
-        super().__init__(f"{when}{first['command']} (#{first['seq']}), failed on rank "
+        super().__init__(f"{when}{first['command']} (command #{first['seq']}) failed on rank "
                          f"{first['rank']}{others}: {first['type']}: {first['message']}{tail}"
                          f"\n--- traceback on rank {first['rank']} ---\n"
                          f"{first['traceback'].rstrip()}")
@@ -111,16 +111,24 @@ class RemoteError(RuntimeError):
 def _remote_error(errors: list[dict], earlier: bool = False) -> RemoteError:
     """RemoteError, also an instance of the remote type when that can be had."""
     first = errors[0]
-    cls = _exception_type(first.get("module"), first["type"])
-    if cls is None:
-        return RemoteError(errors, earlier)
+    kind = _remote_class(_exception_type(first.get("module"), first["type"]))
     try:
-        kind = type(f"Remote{cls.__name__}", (RemoteError, cls), {
-            "__init__": RemoteError.__init__, "__str__": RuntimeError.__str__,
-            "__reduce__": RemoteError.__reduce__})
         return kind(errors, earlier)
-    except TypeError:          # incompatible layouts (e.g. OSError): the plain one
+    except TypeError:
         return RemoteError(errors, earlier)
+
+
+@functools.lru_cache(maxsize=None)
+def _remote_class(cls) -> type:
+    """``RemoteError`` that is also a ``cls`` (``RemoteValueError``...), if possible."""
+    if cls is None or issubclass(cls, RemoteError):
+        return RemoteError
+    try:
+        return type(f"Remote{cls.__name__}", (RemoteError, cls), {
+            "__init__": RemoteError.__init__, "__str__": RuntimeError.__str__,
+            "__reduce__": RemoteError.__reduce__, "__module__": __name__})
+    except TypeError:          # incompatible layouts (e.g. OSError): the plain one
+        return RemoteError
 
 
 def _exception_type(module: str | None, qualname: str):
@@ -166,10 +174,12 @@ def command(fn: Callable | None = None, *, name: str | None = None, sync: bool =
 
 
 class _Spec:
-    __slots__ = ("key", "fn", "sync", "defaults", "only", "positions")
+    """What ``call`` needs to know of a command."""
+    __slots__ = ("key", "fn", "sync", "defaults", "only", "positions", "rewrites")
 
     def __init__(self, key, fn, sync, defaults, only):
         self.key, self.fn, self.sync, self.defaults, self.only = key, fn, sync, defaults, only
+        self.rewrites = bool(defaults or only)
         self.positions = {}
         if defaults or only:
             import inspect
@@ -183,8 +193,6 @@ class _Spec:
 
     def arguments(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple, dict]:
         """(local args, local kwargs, args to send, kwargs to send) in client-server mode."""
-        if not self.positions:
-            return args, kwargs, args, kwargs
         args, kwargs = list(args), dict(kwargs)
         for name, value in self.defaults.items():
             i = self.positions.get(name)
@@ -219,7 +227,7 @@ def lookup(key: str) -> Callable:
 
 
 class CommandTable(dict):
-    """A dict whose values become commands named ``<prefix>.<key>`` (``OPERATORS``)."""
+    """A dict whose values become commands named ``<prefix>:<key>`` (``OPERATORS``)."""
 
     def __init__(self, prefix: str):
         super().__init__()
@@ -304,7 +312,11 @@ class Client:
     def __init__(self, world, errors: str | None = None, local_size: int = 1):
         self.channel = Channel(world, local_size)
         self.seq = 0
-        self.eager = (errors or os.environ.get("DMATH_ERRORS", "eager")) != "lazy"
+        errors = errors or os.environ.get("DMATH_ERRORS") or "eager"
+        if errors not in ("eager", "lazy"):
+            raise ValueError(f"error checks must be 'eager' or 'lazy', not {errors!r} "
+                             "(DMATH_ERRORS)")
+        self.eager = errors == "eager"
         self.frees: list[int] = []
         self._refs: dict[int, _Ref] = {}
         self._buf = io.BytesIO()
@@ -342,7 +354,7 @@ class Client:
         eager = self.eager
         if not eager and ch.error_waiting():
             self._raise(self._status(None), earlier=True)
-        if spec.positions:
+        if spec.rewrites:
             args, kwargs, sargs, skwargs = spec.arguments(args, kwargs)
         else:
             sargs, skwargs = args, kwargs
@@ -378,7 +390,7 @@ class Client:
             if errors:
                 self._raise(errors, earlier=errors[0]["seq"] != seq)
         elif not _is_handles(result):
-            self._raise_if(self._status(None))
+            self._raise(self._status(None))
         return result
 
     def _register(self, result, seq: int) -> None:
@@ -416,23 +428,20 @@ class Client:
             return
         errors = self.channel.gather_status() if sync else []   # the command's own gather
         errors += self._status(seq)
-        mine = (type(exc).__name__, str(exc))
+        mine = (type(exc).__qualname__, str(exc))
         other = [e for e in errors if e["seq"] != seq or (e["type"], e["message"]) != mine]
         if other and hasattr(exc, "add_note"):
             exc.add_note(str(RemoteError(other)))
 
-    def _raise_if(self, errors: list[dict]) -> None:
-        if errors:
-            self._raise(errors)
-
-    def _raise(self, errors: list[dict], earlier: bool = False):
+    @staticmethod
+    def _raise(errors: list[dict], earlier: bool = False) -> None:
         if errors:
             raise _remote_error(errors, earlier)
 
     # -- session ------------------------------------------------------------------------
     def sync(self) -> None:
         """Meet every server; raise any failure not reported yet."""
-        self._raise_if(self._status(None))
+        self._raise(self._status(None), earlier=True)
 
     def stop(self) -> None:
         """Tell the servers to leave (at finalize / exit); report late failures on stderr."""
