@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from mpi_harness import WORKERS, run_mpi, run_workers
 
 from dmath.cli.launch import launch_env, mpiexec_command
@@ -167,7 +168,9 @@ def test_dmath_info_on_2_ranks():
     for key in ("MPI ", "CUDA-aware", "NCCL", "torch", "grid", "mode         client-server"):
         assert key in out, out
     assert re.search(r"ranks\s+2 on 1 host", out), out
-    assert len(re.findall(r"^\s+[01]\s+\S+\s+\d+\s+cpu", out, re.M)) == 2, out
+    spec = os.environ.get("DMATH_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = "cpu" if spec == "cpu" else r"cuda:\d+"       # the device each rank picked
+    assert len(re.findall(rf"^\s+[01]\s+\S+\s+\d+\s+{device}\s", out, re.M)) == 2, out
 
 
 def test_dmath_run(tmp_path):

@@ -9,9 +9,10 @@ def test_conv_layouts(n):
     assert run_workers("nn_conv", n) >= 30
 
 
-@pytest.mark.parametrize("n", [3, 4])
-def test_ops(n):
-    assert run_workers("nn_ops", n) >= 40
+@pytest.mark.parametrize("n,cases", [(3, 40), (4, 35)])
+def test_ops(n, cases):
+    # on 4 ranks the worker covers the 2-D grid only (3 layouts per op, not 5)
+    assert run_workers("nn_ops", n) >= cases
 
 
 @pytest.mark.parametrize("n", [2, 4])

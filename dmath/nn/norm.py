@@ -169,16 +169,16 @@ def _native_forward(x: DArray, params: list, running: tuple, training: bool, mom
         raise ValueError("batch_norm: pass both running_mean and running_var, or neither")
     if not training and rm is None:
         raise ValueError("batch_norm: evaluation needs running_mean and running_var")
-    if training and rm is None:         # batch statistics, nothing to update
-        y, save_mean, save_rstd = aten.native_batch_norm(x.local, g, b, None, None, True,
+    if not training or rm is None:      # evaluation, or batch statistics: nothing to update
+        # (not _batch_norm_no_update: it always runs the CPU kernel, even on CUDA tensors)
+        y, save_mean, save_rstd = aten.native_batch_norm(x.local, g, b, rm, rv, training,
                                                          momentum, eps)
         reserve = None
     else:
-        op = aten._batch_norm_with_update if training else aten._batch_norm_no_update
-        y, save_mean, save_rstd, reserve = op(x.local, g, b, rm, rv, momentum, eps)
-        if training:
-            for given, used in zip(running, params[2:]):
-                given.set_local(to_layout(used, given.layout).local)
+        y, save_mean, save_rstd, reserve = aten._batch_norm_with_update(x.local, g, b, rm, rv,
+                                                                        momentum, eps)
+        for given, used in zip(running, params[2:]):
+            given.set_local(to_layout(used, given.layout).local)
     ctx = BatchNormCtx(x.layout, x.grid, x.shape, None, None, None, None, layouts, (), 0,
                        training, x.dtype, (x.local, g, rm, rv, save_mean, save_rstd, eps, reserve))
     return DArray(y, x.shape, x.layout, x.grid), ctx
@@ -190,7 +190,7 @@ def _native_backward(dy: DArray, ctx: BatchNormCtx) -> tuple:
     gy = dy.local.to(x.dtype)
     if reserve is None:
         dx, dgamma, dbeta = torch.ops.aten.native_batch_norm_backward(
-            gy, x, g, None, None, save_mean, save_rstd, True, eps, mask)
+            gy, x, g, rm, rv, save_mean, save_rstd, ctx.training, eps, mask)
     else:
         dx, dgamma, dbeta = torch.ops.aten.batch_norm_backward(
             gy, x, x.new_ones(x.shape[1]) if g is None else g, rm, rv, save_mean, save_rstd,
