@@ -11,10 +11,12 @@ A step is forward, backward of ``mean(output)`` and, for dmath, the
 bucketed, overlapped data-parallel reduction of the weight gradients
 (``GradReducer``); batch norm statistics span the whole batch in both.
 
-torch runs in this process (``--threads`` threads, default: as many as dmath
-ranks), before and after the dmath job, and the figure is the median over
-both sets of steps; dmath runs under ``mpiexec`` (``dmath.cli.launch``), each
-rank with cores/ranks threads, and a step's time is the slowest rank's. The
+dmath runs under ``mpiexec`` (``dmath.cli.launch``), each rank with
+cores/ranks threads; a step's time is the slowest rank's. Next to a 1-rank
+job torch eager runs in the same process, its steps interleaved with dmath's
+(same device, same cuDNN autotuning state: the fair GPU comparison); next to
+a multi-rank job it runs in this process (``--threads`` threads, default: as
+many as dmath ranks) before and after the job, the median taken over both. The
 table goes to stdout and, unless ``--no-doc``, to the Convolution section of
 docs/performance.md. "speed" is torch's time over dmath's (> 1: dmath faster).
 """
@@ -111,7 +113,8 @@ def _sync(torch, device):
         torch.cuda.synchronize(device)
 
 
-def time_torch(args, model, device, dtype) -> list[float]:
+def torch_step(args, model, device, dtype):
+    """One torch eager training step (forward, backward of the mean), timed."""
     import torch
     torch.manual_seed(0)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
@@ -119,20 +122,20 @@ def time_torch(args, model, device, dtype) -> list[float]:
                                                       memory_format=fmt)
     x = torch.randn(args.batch, 3, args.image, args.image, device=device,
                     dtype=dtype).contiguous(memory_format=fmt)
-    times = []
-    for i in range(args.warmup + args.repeat):
+
+    def step() -> float:
         _sync(torch, device)
         t0 = time.perf_counter()
         net.zero_grad(set_to_none=True)
         net(x).mean().backward()
         _sync(torch, device)
-        if i >= args.warmup:
-            times.append(time.perf_counter() - t0)
-    return times
+        return time.perf_counter() - t0
+    return step
 
 
-def time_dmath(args, model) -> list[float] | None:
-    """Runs on every rank of the dmath job; rank 0 gets the slowest rank's step times."""
+def dmath_step(args, model):
+    """One dmath step on every rank of the job: forward, backward of the mean, gradient
+    reduction; returns the slowest rank's time."""
     import torch
 
     import dmath
@@ -150,22 +153,32 @@ def time_dmath(args, model) -> list[float] | None:
                 p.master.set_local(p.master.local.contiguous(memory_format=torch.channels_last))
     device = x.device
     reducer = nn.GradReducer() if world.size > 1 else None
-    dy, times = None, []
-    for i in range(args.warmup + args.repeat):
+    dy = []
+
+    def step() -> float:
         _sync(torch, device)
         world.barrier()
         t0 = time.perf_counter()
         y = net(x)
-        if dy is None:
-            dy = dmath.full(y.shape, 1.0 / y.size, dtype=dtype, layout=y.layout, grid=grid)
-        net.backward(dy, reducer, need_dx=False)   # x needs no gradient, as in torch
+        if not dy:
+            dy.append(dmath.full(y.shape, 1.0 / y.size, dtype=dtype, layout=y.layout, grid=grid))
+        net.backward(dy[0], reducer, need_dx=False)   # x needs no gradient, as in torch
         if reducer is not None:
             net.collect(reducer)
         _sync(torch, device)
-        t = world.allreduce(torch.tensor([time.perf_counter() - t0]), "max").item()
-        if i >= args.warmup:
-            times.append(t)
-    return times if world.rank == 0 else None
+        return world.allreduce(torch.tensor([time.perf_counter() - t0]), "max").item()
+    return step
+
+
+def run_steps(args, *steps) -> list[list[float]]:
+    """Interleaved: each round runs every step once; warm-up rounds are dropped."""
+    times = [[] for _ in steps]
+    for i in range(args.warmup + args.repeat):
+        for t, step in zip(times, steps):
+            dt = step()
+            if i >= args.warmup:
+                t.append(dt)
+    return times
 
 
 # -- driver -------------------------------------------------------------------------------------
@@ -200,13 +213,21 @@ def _parse(argv):
 
 
 def _worker(args) -> int:
+    """The dmath job. On one rank, torch eager runs in the same process, its steps
+    interleaved with dmath's (same device, same cuDNN autotuning state)."""
     sys.path.insert(0, str(ROOT))
     import torch
 
     import dmath
     dmath.init(mode="spmd", device="cuda" if args.gpu else "cpu")
     torch.backends.cudnn.benchmark = True
-    out = {m: time_dmath(args, m) for m in args.models.split(",")}
+    solo = dmath.context().world.size == 1
+    out = {}
+    for m in args.models.split(","):
+        steps = [dmath_step(args, m)]
+        if solo:
+            steps.append(torch_step(args, m, dmath.context().device, getattr(torch, args.dtype)))
+        out[m] = run_steps(args, *steps)
     if dmath.context().world.rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
     return 0
@@ -247,25 +268,29 @@ def main(argv=None) -> int:
     if args.gpu and args.share > 1:
         runs.append((args.share, f"dmath, {args.share} ranks sharing the GPU (info)"))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    before = {m: time_torch(args, m, device, dtype) for m in models}
+    own = {m: run_steps(args, torch_step(args, m, device, dtype))[0] for m in models}
     results = {ranks: _run_dmath(args, argv, ranks) for ranks, _ in runs}
-    after = {m: time_torch(args, m, device, dtype) for m in models}
+    for m in models:            # torch again after the dmath jobs: load drifts
+        own[m] += run_steps(args, torch_step(args, m, device, dtype))[0]
     single = {}
     if not args.gpu and args.threads > 1:       # context: torch on one core, same batch
         torch.set_num_threads(1)
-        single = {m: _median_ms(time_torch(args, m, device, dtype)) for m in models}
+        single = {m: _median_ms(run_steps(args, torch_step(args, m, device, dtype))[0])
+                  for m in models}
         torch.set_num_threads(args.threads)
     rows = []
     for m in models:
-        t_torch = _median_ms(before[m] + after[m])
         for ranks, label in runs:
-            t = _median_ms(results[ranks][m])
+            res = results[ranks][m]
+            t_torch = _median_ms(res[1] if len(res) > 1 else own[m])
+            t = _median_ms(res[0])
             rows.append((m, label, ranks, t_torch, t, t_torch / t))
     where = torch.cuda.get_device_name(device) if args.gpu else f"{os.cpu_count()} CPU cores"
     head = (f"{where}; batch {args.batch}, {args.image}x{args.image}, width {args.width}, "
             f"{args.dtype}{', channels_last' if args.channels_last else ''}; torch: "
-            f"{args.threads} thread(s), 1 process; median of {args.repeat} steps "
-            f"(torch: {2 * args.repeat}); load average {load:.1f} at the start")
+            f"{args.threads} thread(s), 1 process; median of {args.repeat} steps (torch next "
+            f"to a multi-rank job: {2 * args.repeat}, before and after it); load average "
+            f"{load:.1f} at the start")
     table = _table(rows)
     if single:
         table += "\n\nFor context, torch with 1 thread: " + ", ".join(

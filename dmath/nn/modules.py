@@ -263,7 +263,14 @@ class Residual(Module):
     def backward(self, dy, reducer=None, need_dx=True):
         dx = self.body.backward(dy, reducer)
         skip = to_layout(dy, self._x_layout)
-        return DArray(dx.local + skip.local, dx.shape, dx.layout, dx.grid)
+        if _shares_memory(dx.local, dy.local) or _shares_memory(dx.local, skip.local):
+            return DArray(dx.local + skip.local, dx.shape, dx.layout, dx.grid)
+        dx.local.add_(skip.local)          # dx is the body's fresh result: sum in place
+        return dx
+
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 class CrossEntropyLoss:
