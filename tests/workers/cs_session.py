@@ -98,7 +98,9 @@ if ERRORS == "eager":
     e = raises(lambda: fail_on(list(range(1, P)), A, KeyError), dmath.RemoteError)
 else:
     B = fail_on(list(range(1, P)), A, KeyError)
-    e = raises(lambda: B.to_numpy(), dmath.RemoteError)   # to_numpy is a sync point
+    # item() is a sync point; not of B: a failed command's results must not be used before
+    # its error is seen (the servers that failed hold no B, rank 0 would wait for them)
+    e = raises(lambda: dmath.norm(A).item(), dmath.RemoteError)
     del B
 ok(sorted(x["rank"] for x in e.errors if x["seq"] == e.seq) == list(range(1, P)),
    f"all servers reported: {e.errors}")
