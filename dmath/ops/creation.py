@@ -193,6 +193,7 @@ def from_local(local: torch.Tensor, shape: Sequence[int], layout: Layout, *, gri
     return DArray(local, shape, lay, grid)
 
 
+@command
 def from_scalapack(local: np.ndarray, shape: Sequence[int], nb: int | tuple[int, int], *,
                    grid=None) -> DArray:
     """Wrap each rank's ScaLAPACK local array (Fortran order or any; copied) as an

@@ -64,7 +64,6 @@ def _aligned(a: DArray, shape: tuple, layout: Layout) -> torch.Tensor:
     return a.redistribute(Layout(*dims)).local
 
 
-@command
 def _run(fn: Callable, args: list):
     """``fn(*args)`` on local pieces with numpy's promotion: integer or bool pieces
     meeting a float (scalar, true division, exp...) give float64, not torch's float32."""
@@ -79,6 +78,7 @@ def _run(fn: Callable, args: list):
         torch.set_default_dtype(default)
 
 
+@command
 def elementwise(fn: Callable, *operands, name: str = "op", linear: bool = False) -> DArray:
     """Apply ``fn`` to local pieces of the operands after aligning their layouts."""
     for x in operands:
