@@ -42,10 +42,11 @@ FRAME_TAG, REST_TAG, COUNT_TAG = 0x7E51, 0x7E52, 0x7E53
 
 # Servers: spin on Test for this long after a frame (SPIN_S; SPIN_CROWDED_S when a
 # node has more ranks than cores, where a spinning server takes the core rank 0
-# needs), then sleep between polls (doubling from SLEEP_MIN up to SLEEP_MAX) so an
-# idle session costs no CPU. DMATH_SPIN_S overrides both.
+# needs), then sleep between polls (doubling from SLEEP_MIN up to SLEEP_BUSY during
+# the first second, SLEEP_MAX after) so an idle session costs next to no CPU.
+# DMATH_SPIN_S overrides the spin.
 SPIN_S, SPIN_CROWDED_S = 0.05, 0.001
-SLEEP_MIN, SLEEP_MAX = 20e-6, 2e-3
+SLEEP_MIN, SLEEP_BUSY, SLEEP_MAX = 20e-6, 200e-6, 2e-3
 
 
 def spin_seconds(local_size: int) -> float:
@@ -135,7 +136,9 @@ class Channel:
             if polls < 64 or time.perf_counter() - start < self.spin_s:
                 continue
             time.sleep(sleep)
-            sleep = min(2 * sleep, SLEEP_MAX)
+            # short naps for the first second of waiting (a busy rank answers soon),
+            # then up to SLEEP_MAX (an idle session costs next to no CPU)
+            sleep = min(2 * sleep, SLEEP_BUSY if time.perf_counter() - start < 1.0 else SLEEP_MAX)
             if polls % 256 == 0:
                 if idle is not None:
                     idle()

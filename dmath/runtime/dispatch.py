@@ -40,6 +40,8 @@ collected; a failure only on servers raises ``RemoteError`` on rank 0, which
 is also an instance of the remote exception's type when that type is
 importable (``except ValueError`` still works). The session stays usable.
 
+One thread on rank 0 drives a session (``_client`` is process-wide).
+
 A server that fails before a collective rank 0 is waiting in would leave
 rank 0 blocked for ever; a watchdog thread on rank 0 notices a failure
 report waiting while the current command runs longer than
