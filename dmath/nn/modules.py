@@ -124,7 +124,7 @@ class Conv2d(Module):
         dx, dw, db = conv.conv2d_backward(dy, self._ctx, reduce=reducer is None, need_dx=need_dx)
         self._ctx = None
         self._grad(self.w, dw, reducer)
-        self._grad(self.b, db, reducer) if self.b is not None else None
+        self._grad(self.b, db, reducer)
         return dx
 
 
@@ -149,7 +149,7 @@ class Linear(Module):
                                             need_dx=need_dx)
         self._ctx = None
         self._grad(self.w, dw, reducer)
-        self._grad(self.b, db, reducer) if self.b is not None else None
+        self._grad(self.b, db, reducer)
         return dx
 
 
