@@ -202,7 +202,8 @@ def cpu(args) -> None:
     n, reps = (2048, 2) if args.quick else (4096, 3)
     dtypes = ["float32", "float64"]
     me = [str(Path(__file__).resolve())]
-    res: dict = {"n": n, "blas_env_removed": list(BLAS_ENV), "numpy_blas": blas_report()}
+    res: dict = {"n": n, "blas_env_removed": list(BLAS_ENV), "numpy_blas": blas_report(),
+                 "load_average_start": os.getloadavg()[0]}
     print(f"numpy BLAS: {res['numpy_blas']}", flush=True)
     res["profile"] = ensure_profile(2)
     algs = "auto,replicate_a,replicate_b,stationary_a,stationary_b,summa,summa25d"
@@ -232,6 +233,7 @@ def cpu(args) -> None:
         r = mpirun(p, me + ["--worker", "dmath", "--n", str(nw), "--repeats", str(reps),
                             "--dtypes", "float32"], threads=1)
         res["weak"][p] = r["float32/auto"]
+    res["load_average"] = [res["load_average_start"], os.getloadavg()[0]]
     (OUT / "gemm_cpu.json").write_text(json.dumps(res, indent=1))
     finish(res, dtypes)
 
@@ -322,7 +324,13 @@ def markdown(res: dict, dtypes) -> str:
            "*auto* times a fresh product each call (A and B written in between, so no cached "
            "copy helps); *auto-warm* repeats the product of unchanged operands, where the "
            "all-gathered copy is reused from the layout cache.", "",
-           f"| GF/s | {head} |", "|---|" + "---:|" * (2 * len(dtypes))]
+           ]
+    if "load_average" in res:
+        out += [f"Load average of the machine (other jobs included) at the start / end of "
+                f"this run: {res['load_average'][0]:.1f} / {res['load_average'][1]:.1f} on "
+                f"{os.cpu_count()} cores; wall-clock figures are only comparable within a "
+                "run, and runs differ by several percent.", ""]
+    out += [f"| GF/s | {head} |", "|---|" + "---:|" * (2 * len(dtypes))]
     for name, es in rows:
         cells = " | ".join(f"{e['gflops']:.1f} | {e['gflops_cpu']:.1f}" if e else "- | -" for e in es)
         out.append(f"| {name} | {cells} |")
