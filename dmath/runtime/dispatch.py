@@ -243,9 +243,14 @@ class CommandTable(dict):
             self[k] = v
 
 
-def register_handle_type(cls: type) -> None:
-    """Objects of ``cls`` (e.g. DArray) travel in messages as handles."""
+def register_handle_type(cls: type) -> type:
+    """Objects of ``cls`` travel in messages as handles: a command that returns one
+    keeps each rank's own object under the same handle (DArray; also usable as a
+    class decorator for objects that hold arrays, e.g. an op's saved context)."""
     _HANDLE_TYPES[cls] = _reduce_handle
+    if _session is not None:
+        _session._pickler.dispatch_table[cls] = _reduce_handle
+    return cls
 
 
 def handles_in(result) -> list:

@@ -11,6 +11,7 @@ import numpy as np
 
 import dmath
 from dmath.runtime import dispatch
+from dmath.runtime.dispatch import register_handle_type
 
 ERRORS = sys.argv[1] if len(sys.argv) > 1 else "eager"
 
@@ -36,6 +37,24 @@ def scale_(a, s):
 def add_sum(xs, a):
     """a + sum(xs): a command whose message is long (a list of many numbers)."""
     return dmath.add(a, float(sum(xs)))
+
+
+@register_handle_type
+class Saved:
+    """What a forward op keeps for its backward: an object holding arrays."""
+
+    def __init__(self, x):
+        self.x = x
+
+
+@dmath.command
+def exp_forward(a):
+    return dmath.exp(a), Saved(a)
+
+
+@dmath.command
+def exp_backward(dy, saved):
+    return dy * dmath.exp(saved.x)
 
 
 dmath.init(errors=ERRORS)            # servers stay in here until rank 0 is done
@@ -77,6 +96,12 @@ xs = list(range(20_000))
 ctl = dispatch.session_stats()["bytes"]
 ok(np.array_equal(add_sum(xs, A).to_numpy(), X + sum(xs)), "long message")
 ok(dispatch.session_stats()["bytes"] - ctl > 40_000, "it was long")
+
+# -- objects holding arrays travel as handles too (a forward op's saved context) -------------
+y, saved = exp_forward(A)
+g = exp_backward(dmath.ones((n, m), layout=dmath.row_block()), saved)
+ok(np.allclose(g.to_numpy(), np.exp(X), rtol=1e-14, atol=0), "saved context used by backward")
+del y, saved, g
 
 # -- a failure on one server: raised on rank 0 with rank, type, message, traceback ----------
 if ERRORS == "eager":
