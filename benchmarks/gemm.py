@@ -295,6 +295,7 @@ def report(res: dict, dtypes) -> None:
 
 DOC = ROOT / "docs" / "performance.md"
 BEGIN, END = "<!-- benchmarks/gemm.py: begin -->", "<!-- benchmarks/gemm.py: end -->"
+CPU_BEGIN, CPU_END = "<!-- benchmarks/gemm.py cpu: begin -->", "<!-- benchmarks/gemm.py cpu: end -->"
 
 
 def markdown(res: dict, dtypes) -> str:
@@ -311,7 +312,7 @@ def markdown(res: dict, dtypes) -> str:
     rows.append(("dmath, 4 ranks (oversubscribed), auto",
                  [res["dmath4"][f"{d}/auto"] for d in dtypes]))
     head = " | ".join(f"{d} wall | {d} CPU" for d in dtypes)
-    out = [BEGIN, "## GEMM", "",
+    out = [CPU_BEGIN,
            "`python benchmarks/gemm.py` (one command, ~20-40 minutes on 2 cores; `--quick` for "
            "n=2048; `--gpu [--ranks 4]` for the GPU table). It removes `OPENBLAS_CORETYPE` / "
            "`OPENBLAS_L2_SIZE` from its own environment (they force numpy's OpenBLAS onto an "
@@ -363,22 +364,26 @@ def markdown(res: dict, dtypes) -> str:
             "forced with `DMATH_CPU_GEMM=torch|blas`). Open MPI progresses non-blocking "
             "broadcasts only inside MPI calls, so on CPUs SUMMA's double-buffered panels hide "
             "little; with one core per rank there is no idle core to hide copies behind anyway.",
-            "", "GPU (`python benchmarks/gemm.py --gpu --ranks 4`, 1 rank: dmath.matmul vs "
-            "torch.matmul in one process, n=8192, bf16/fp16/tf32/fp64, target >= 0.97x): "
-            "added when that run is made.", END]
-    return "\n".join(out) + "\n"
+            CPU_END]
+    return "\n".join(out)
 
 
 def write_docs(res: dict, dtypes) -> None:
-    """Replace this script's section of docs/performance.md (others' sections untouched)."""
+    """Replace the CPU part of this script's section of docs/performance.md (the GPU
+    figures and other scripts' sections untouched)."""
     text = DOC.read_text() if DOC.exists() else (
         "# Performance\n\nFigures measured by the scripts in `benchmarks/`; each script rewrites "
         "its own section (between its marker comments) and leaves the others alone.\n\n")
-    section = markdown(res, dtypes)
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
+    cpu = markdown(res, dtypes)
+    if CPU_BEGIN in text and CPU_END in text:      # the CPU part only; GPU figures stay
+        text = text[:text.index(CPU_BEGIN)] + cpu + text[text.index(CPU_END) + len(CPU_END):]
     else:
-        text = text.rstrip("\n") + "\n\n" + section
+        section = "\n".join([BEGIN, "## GEMM", "", cpu, "", "GPU (`python benchmarks/gemm.py "
+                             "--gpu --ranks 4`): added when that run is made.", END]) + "\n"
+        if BEGIN in text and END in text:
+            text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
+        else:
+            text = text.rstrip("\n") + "\n\n" + section
     DOC.write_text(text)
     print(f"docs: {DOC} (GEMM section)")
 
