@@ -205,7 +205,7 @@ for la, lx in itertools.product((dmath.block_2d(), dmath.block_cyclic(2), dmath.
     assert np.allclose(Ax.to_numpy(), a @ x, rtol=1e-12, atol=1e-12)
     assert np.allclose(yA.to_numpy(), y @ a, rtol=1e-12, atol=1e-12)
     assert np.allclose(dmath.matmul(A, X, out_layout=Layout(dmath.ALL)).to_numpy(), a @ x)
-    d = dmath.matmul(Y, Y.astype("float64") if False else dmath.from_numpy(y, lx))
+    d = dmath.matmul(Y, dmath.from_numpy(y, lx))                 # vector . vector
     assert d.shape == () and abs(d.item() - y @ y) < 1e-10
     C.ok()
 
