@@ -34,14 +34,15 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import torch
 
+from ..runtime.memory import empty_like_device
+from . import exchange
 from .distribution import dim_map
 from .layout import Dim, Layout
+from .selectors import selector, take
 from .shards import dim_maps, dim_shard, global_indices, is_summand_holder, local_shape
 
 if TYPE_CHECKING:
     from ..runtime.grid import Grid
-
-Selector = "slice | np.ndarray"
 
 
 # -- steps ---------------------------------------------------------------------
@@ -117,8 +118,15 @@ class AllGather(Step):
             pieces_shape.append(tuple(other))
         counts = [math.prod(s) for s in pieces_shape]
         flat = comm.allgatherv(local, counts)
-        parts = torch.split(flat, counts)
-        return torch.cat([p.view(s) for p, s in zip(parts, pieces_shape)], dim=self.dim)
+        other[self.dim] = self.shape[self.dim]
+        if math.prod(local.shape[:self.dim]) == 1:
+            return flat.view(other)          # pieces one after the other: already in place
+        out = empty_like_device(other, local.dtype, local.device)
+        start = off = 0
+        for s, c in zip(pieces_shape, counts):
+            out.narrow(self.dim, start, s[self.dim]).copy_(flat[off: off + c].view(s))
+            start, off = start + s[self.dim], off + c
+        return out
 
 
 @dataclass(frozen=True, repr=False)
@@ -157,15 +165,21 @@ class ZeroPartial(Step):
 
 @dataclass(frozen=True, repr=False)
 class AllToAll(Step):
-    """General path: D[dst] := S[src] by one all-to-all-v over the world."""
+    """General path: D[dst] := S[src] by one all-to-all over the world.
+
+    Executing a (cached) plan only makes views, copies and the exchange: the
+    blocks' strided copies and offsets are worked out when the plan is made
+    (``exchange.prepare``); ``exchange.run`` says how the blocks travel."""
     shape: tuple
     src: Layout
     dst: Layout
     grid: "Grid"          # destination grid
     src_grid: "Grid"
-    out_shape: tuple
+    in_shape: tuple       # this rank's source piece
+    out_shape: tuple      # this rank's destination piece
     sends: tuple          # ((peer, selectors, count), ...) in peer order
     recvs: tuple          # ((peer, selectors, block_shape), ...) in peer order
+    recv_src: tuple       # per recv: (selectors, piece shape) of the block on the sender
     send_counts: tuple
     recv_counts: tuple
     self_copy: tuple | None = field(default=None)  # (src selectors, dst selectors)
@@ -174,57 +188,13 @@ class AllToAll(Step):
         sent = sum(c for i, c in enumerate(self.send_counts) if i != self.grid.rank)
         return f"AllToAll({self.src} -> {self.dst}, {sent} elements out of this rank)"
 
+    def __post_init__(self):
+        object.__setattr__(self, "_pre", exchange.prepare(
+            self.sends, self.recvs, self.recv_src, self.self_copy, self.in_shape,
+            self.out_shape))
+
     def run(self, local):
-        out = torch.empty(self.out_shape, dtype=local.dtype, device=local.device)
-        if self.self_copy is not None:
-            put(out, self.self_copy[1], take(local, self.self_copy[0]))
-        parts = [take(local, sel).reshape(-1) for _, sel, _ in self.sends]
-        sendbuf = torch.cat(parts) if parts else torch.empty(0, dtype=local.dtype, device=local.device)
-        recvbuf = self.grid.world.alltoallv(sendbuf, self.send_counts, self.recv_counts)
-        off = 0
-        for _, sel, bshape in self.recvs:
-            n = math.prod(bshape)
-            put(out, sel, recvbuf[off: off + n].view(bshape))
-            off += n
-        return out
-
-
-# -- packing helpers -------------------------------------------------------------
-def _selector(positions: np.ndarray):
-    """A slice when ``positions`` is one contiguous run, else the index array."""
-    if len(positions) == 0:
-        return slice(0, 0)
-    a, b = int(positions[0]), int(positions[-1])
-    if b - a + 1 == len(positions) and np.all(np.diff(positions) == 1):
-        return slice(a, b + 1)
-    return torch.from_numpy(np.ascontiguousarray(positions))
-
-
-def take(t: torch.Tensor, sels: Sequence, dims: Sequence[int] | None = None) -> torch.Tensor:
-    """Sub-block of ``t``: per dim a slice (a view) or an index tensor (a gather)."""
-    dims = range(len(sels)) if dims is None else dims
-    for d, s in zip(dims, sels):
-        if isinstance(s, slice):
-            if s != slice(0, t.shape[d]):
-                t = t.narrow(d, s.start, s.stop - s.start)
-        else:
-            t = t.index_select(d, s.to(t.device))
-    return t
-
-
-def put(out: torch.Tensor, sels: Sequence, block: torch.Tensor) -> None:
-    """out[sels] = block, with ``sels`` as produced by ``_selector``."""
-    if all(isinstance(s, slice) for s in sels):
-        out[tuple(sels)] = block
-        return
-    nd = len(sels)
-    idx = []
-    for d, s in enumerate(sels):
-        ix = torch.arange(s.start, s.stop) if isinstance(s, slice) else s
-        shape = [1] * nd
-        shape[d] = -1
-        idx.append(ix.to(out.device).view(shape))
-    out[tuple(idx)] = block
+        return exchange.run(self, self._pre, local)
 
 
 # -- planning ----------------------------------------------------------------------
@@ -260,16 +230,18 @@ def _plan_alltoall(shape, src, src_grid, dst, dst_grid, rank) -> AllToAll:
         sel_src, sel_dst, bshape = [], [], []
         for k in range(nd):
             g = my_idx[k][smaps[k].owner[my_idx[k]] == combo[k]]
-            sel_src.append(_selector(smaps[k].pos[g]))
-            sel_dst.append(_selector(dmaps[k].pos[g]))
+            sel_src.append(selector(smaps[k].pos[g]))
+            sel_dst.append(selector(dmaps[k].pos[g]))
             bshape.append(len(g))
         if s == rank:
             self_copy = (tuple(sel_src), tuple(sel_dst))
         else:
-            by_peer[s] = (tuple(sel_dst), tuple(bshape))
+            by_peer[s] = (tuple(sel_dst), tuple(bshape), tuple(sel_src))
+    recv_src = []
     for s in sorted(by_peer):
-        sel, bshape = by_peer[s]
+        sel, bshape, sel_src = by_peer[s]
         recvs.append((s, sel, bshape))
+        recv_src.append((sel_src, local_shape(shape, src, src_grid, s)))
         recv_counts[s] = math.prod(bshape)
 
     # As a sender: every destination whose designated source for my shard is me.
@@ -282,13 +254,15 @@ def _plan_alltoall(shape, src, src_grid, dst, dst_grid, rank) -> AllToAll:
         for k in range(nd):
             cd = dim_shard(dst_grid, dst.dims[k], r)[0]
             g = my_src_idx[k][dmaps[k].owner[my_src_idx[k]] == cd]
-            sel.append(_selector(smaps[k].pos[g]))
+            sel.append(selector(smaps[k].pos[g]))
             count *= len(g)
         if count:
             sends.append((r, tuple(sel), count))
             send_counts[r] = count
     return AllToAll(tuple(shape), src, dst, dst_grid, src_grid,
+                    local_shape(shape, src, src_grid, rank),
                     local_shape(shape, dst, dst_grid, rank), tuple(sends), tuple(recvs),
+                    tuple(recv_src),
                     tuple(send_counts), tuple(recv_counts), self_copy)
 
 
@@ -341,7 +315,7 @@ def plan(shape: tuple, src: Layout, src_grid: "Grid", dst: Layout, dst_grid: "Gr
                 not cur.dims[k].axes for k in diff):
             idx = global_indices(shape, moved, dst_grid, rank)
             steps.append(LocalSlice(shape, cur, moved, dst_grid, tuple(diff),
-                                    tuple(_selector(idx[k]) for k in diff)))
+                                    tuple(selector(idx[k]) for k in diff)))
             cur = moved
         else:
             steps.append(_plan_alltoall(shape, cur, src_grid, moved, dst_grid, rank))

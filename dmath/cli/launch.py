@@ -61,8 +61,12 @@ def mpiexec_command(n: int, argv: Sequence[str], *, python_module: bool = True,
 
 
 def launch_env(n: int) -> dict:
-    """Environment for ``n`` local ranks: cores split evenly among them."""
+    """Environment for ``n`` local ranks: cores split evenly among them; torch's
+    large CPU tensors on transparent huge pages (MPI's single-copy transfers
+    between ranks read 4 KiB-paged memory about half as fast, and first touches
+    fault 512 times less often)."""
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
+    env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     env.setdefault("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe")
     return env

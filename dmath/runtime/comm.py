@@ -126,6 +126,31 @@ class Comm:
             return self._flat(t).clone()
         return self._transport(t).alltoallv(self._flat(t), send_counts, recv_counts)
 
+    def alltoall_regions(self, send: Sequence, recv: Sequence, send_counts: Sequence[int],
+                         recv_counts: Sequence[int], itemsize: int) -> None:
+        """Host all-to-all between memory regions of CPU tensors, in place:
+        ``send[j]`` / ``recv[j]`` = (address, nbytes) to / from rank j, or None.
+        Counted as an all-to-all of ``send_counts`` / ``recv_counts`` elements."""
+        STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * itemsize,
+                     (sum(recv_counts) - recv_counts[self.rank]) * itemsize)
+        if self.size > 1:
+            self.host.alltoall_regions(send, recv)
+
+    def pull_alltoall(self, offers: Sequence, pulls: dict, hold: Sequence,
+                      send_counts: Sequence[int], recv_counts: Sequence[int],
+                      itemsize: int) -> None:
+        """Host all-to-all by single-copy reads of the peers' memory (one host; see
+        ``HostMPI.pull_alltoall``), counted as an all-to-all of ``send_counts`` /
+        ``recv_counts`` elements. Only when ``single_copy()`` is true."""
+        STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * itemsize,
+                     (sum(recv_counts) - recv_counts[self.rank]) * itemsize)
+        self.host.pull_alltoall(offers, pulls, hold)
+
+    def single_copy(self) -> bool:
+        """Whether ``pull_alltoall`` works here: all ranks on one host, allowed to read
+        each other's memory (collective on first call; ``DMATH_CMA=0``: never)."""
+        return self.size > 1 and self.host.single_copy()
+
     def reduce_scatterv(self, t: torch.Tensor, counts: Sequence[int], op: str = "sum") -> torch.Tensor:
         """Reduce flat ``t`` over the group; rank i keeps the i-th chunk of ``counts``."""
         nbytes = t.element_size()

@@ -21,6 +21,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from . import cma
+from .memory import empty_like_device
 from .mpi import MPI
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN", "prod": "PROD"}
@@ -36,6 +38,29 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 def _displs(counts: Sequence[int]) -> list[int]:
     return np.concatenate([[0], np.cumsum(counts[:-1])]).astype(int).tolist() if counts else []
+
+
+def _runs(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, lengths) of the maximal runs of consecutive values in ``positions``."""
+    if len(positions) == 0:
+        return positions[:0], positions[:0]
+    cut = np.flatnonzero(np.diff(positions) != 1) + 1
+    starts = positions[np.concatenate([[0], cut])]
+    ends = positions[np.concatenate([cut - 1, [len(positions) - 1]])]
+    return starts, ends - starts + 1
+
+
+def _region_type(address: int, nbytes: int) -> "MPI.Datatype":
+    """Committed datatype of ``nbytes`` consecutive bytes at absolute ``address``
+    (relative to ``MPI.BOTTOM``; contiguous, so MPI moves it single-copy)."""
+    if nbytes < 2**31:
+        t = MPI.BYTE.Create_hindexed([nbytes], [address])
+    else:
+        mib = MPI.BYTE.Create_contiguous(1 << 20)
+        q, r = divmod(nbytes, 1 << 20)
+        t = MPI.Datatype.Create_struct([q, r], [address, address + (q << 20)], [mib, MPI.BYTE])
+        mib.Free()
+    return t.Commit()
 
 
 class Transport:
@@ -73,12 +98,21 @@ class HostMPI(Transport):
 
     def __init__(self, comm: "MPI.Comm"):
         self.mpi = comm
+        self._pids: list[int] | None | bool = False      # False: not probed yet
+        self._held: list = []                              # see pull_alltoall
 
     def _buf(self, t: torch.Tensor):
         return _np(t)
 
+    def single_copy(self) -> bool:
+        """Whether ``pull_alltoall`` works on this group (``cma.probe``; collective
+        on the first call, then remembered)."""
+        if self._pids is False:
+            self._pids = cma.probe(self.mpi)
+        return self._pids is not None
+
     def _empty(self, n: int, like: torch.Tensor) -> torch.Tensor:
-        return torch.empty(n, dtype=like.dtype, device=like.device)
+        return empty_like_device(n, like.dtype, like.device)
 
     def allreduce(self, t, op):
         out = self._empty(t.numel(), t)
@@ -95,6 +129,49 @@ class HostMPI(Transport):
         self.mpi.Alltoallv([self._buf(t), (list(send_counts), _displs(send_counts))],
                            [self._buf(out), (list(recv_counts), _displs(recv_counts))])
         return out
+
+    def alltoall_regions(self, send: Sequence, recv: Sequence) -> None:
+        """One all-to-all between memory regions: ``send[j]`` / ``recv[j]`` is the
+        (address, nbytes) going to / coming from rank j, or None. The regions may
+        lie in different tensors; MPI reads and writes them in place
+        (``Alltoallw`` over ``MPI.BOTTOM``)."""
+        def spec(regions):
+            types = [MPI.BYTE if r is None or not r[1] else _region_type(*r) for r in regions]
+            return [MPI.BOTTOM, [int(t != MPI.BYTE) for t in types], [0] * len(types), types]
+        s, r = spec(send), spec(recv)
+        try:
+            self.mpi.Alltoallw(s, r)
+        finally:
+            for t in s[3] + r[3]:
+                if t != MPI.BYTE:
+                    t.Free()
+
+    def pull_alltoall(self, offers: Sequence, pulls: dict, hold: Sequence = ()) -> None:
+        """An all-to-all in which every rank reads what it receives straight from
+        its peers' memory (``single_copy()`` must be true). ``offers[j]``: the
+        (address, tag) this rank shows rank j, or None; tag ``PACKED`` (1) marks
+        memory in ``hold``, any other tag memory of the caller's;
+        ``pulls[i](address, tag)`` returns the (local, remote) iovecs to read
+        from rank i.
+
+        Offered memory must stay as it is until its readers are done. Memory in
+        ``hold`` is kept until every peer has entered the next ``pull_alltoall``
+        on this group (by then they have read it), so when only such memory is
+        offered the exchange of addresses is the one synchronisation; when any
+        rank offers other memory, every rank waits at the end for all reads."""
+        size = len(offers)
+        mine = np.zeros((size, 3), np.int64)
+        borrowed = any(o is not None and o[1] != 1 for o in offers)
+        for j, o in enumerate(offers):
+            mine[j] = (0, 0, borrowed) if o is None else (o[0], o[1], borrowed)
+        theirs = np.empty_like(mine)
+        self.mpi.Alltoall(mine, theirs)     # every offered block is ready ...
+        self._held = list(hold)             # ... and every peer is done with the last ones
+        for i, make in pulls.items():
+            local, remote = make(int(theirs[i, 0]), int(theirs[i, 1]))
+            cma.read(self._pids[i], local, remote)
+        if theirs[:, 2].any():
+            self.mpi.Barrier()
 
     def reduce_scatterv(self, t, counts, op):
         out = self._empty(counts[self.mpi.Get_rank()], t)

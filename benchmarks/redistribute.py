@@ -1,0 +1,269 @@
+"""Bandwidth of dmath redistributions next to raw MPI of the same bytes.
+
+    python benchmarks/redistribute.py                 # 4 local ranks, 4096x4096 float64
+    python benchmarks/redistribute.py --ranks 2 --n 2048 --repeat 20 --dtype float32
+
+Launches itself on ``--ranks`` local ranks (``dmath.cli.launch``) unless it
+already runs under MPI. For each transition it times ``A.redistribute(L)``
+and, in the same run and interleaved with it, the raw MPI call a hand-written
+code would make for the same data at best: one ``Alltoallv`` of buffers
+packed beforehand, with exactly the per-peer element counts of the
+redistribution (the rank's own block included, as one ``Alltoallv`` does).
+Fast paths that are not all-to-all are timed next to the raw collective they
+use (``Allgatherv``). Each time is the median over ``--repeat`` runs of the
+slowest rank's time, a barrier before each run, the runs of dmath and raw MPI
+interleaved; the ratio is the median of the per-run ratios, with quartiles.
+All-to-all rows are also timed on the MPI path (``DMATH_HOST_ALLTOALL=mpi``,
+what runs between hosts). GB/s counts the bytes the busiest rank sends to (or
+receives from) other ranks. The table goes to stdout and, unless ``--no-doc``,
+to a section of docs/performance.md.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PATH_VAR = "DMATH_HOST_ALLTOALL"
+DOC = ROOT / "docs" / "performance.md"
+BEGIN, END = "<!-- benchmarks/redistribute.py: begin -->", "<!-- benchmarks/redistribute.py: end -->"
+DOC_HEADER = """# Performance
+
+Figures measured by the scripts in `benchmarks/`; each script rewrites its own
+section (between its marker comments) and leaves the others alone. Every
+figure is a median over repeats, each repeat started after a barrier and timed
+on the slowest rank; raw MPI runs of the same bytes are taken in the same run,
+interleaved with the dmath calls, so the *ratios* are what to read: absolute
+numbers depend on the machine and on whatever else runs on it.
+"""
+
+
+def _parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ranks", type=int, default=4, help="local ranks to launch (default 4)")
+    p.add_argument("--n", type=int, default=4096, help="matrix size n (n x n, default 4096)")
+    p.add_argument("--repeat", type=int, default=15, help="timed runs per figure (default 15)")
+    p.add_argument("--dtype", default="float64", help="float64, float32, bfloat16, float16")
+    p.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md")
+    return p.parse_args(argv)
+
+
+def _under_mpi() -> bool:
+    return any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
+                                         "MPI_LOCALNRANKS"))
+
+
+def _launch(args, argv) -> int:
+    from dmath.cli.launch import launch_env, mpiexec_command
+    cmd = mpiexec_command(args.ranks, [str(Path(__file__).resolve()), *argv])
+    return subprocess.run(cmd, env=launch_env(args.ranks)).returncode
+
+
+# -- what is measured -------------------------------------------------------------
+def _transitions(dmath):
+    """(name, source layout, destination layout, raw collective) in table order."""
+    bc = dmath.block_cyclic(64)
+    return [
+        ("2-D block -> row-block", dmath.block_2d(), dmath.row_block(), "alltoallv"),
+        ("row-block -> 2-D block", dmath.row_block(), dmath.block_2d(), "alltoallv"),
+        ("block-cyclic(64) -> 2-D block", bc, dmath.block_2d(), "alltoallv"),
+        ("2-D block -> block-cyclic(64)", dmath.block_2d(), bc, "alltoallv"),
+        ("row-block -> column-block", dmath.row_block(), dmath.col_block(), "alltoallv"),
+        ("row-block -> replicated", dmath.row_block(), dmath.replicated(), "allgatherv"),
+        ("2-D block -> replicated", dmath.block_2d(), dmath.replicated(), "allgatherv"),
+    ]
+
+
+def _counts(shape, src, dst, grid):
+    """counts[i][j]: elements rank i's piece of ``src`` gives rank j's piece of ``dst``
+    (layouts without replication: every element has one holder)."""
+    from dmath.array.shards import global_indices
+    p = grid.size
+    si = [global_indices(shape, src, grid, r) for r in range(p)]
+    di = [global_indices(shape, dst, grid, r) for r in range(p)]
+    return [[math.prod(len(np.intersect1d(a, b, assume_unique=True)) for a, b in zip(si[i], di[j]))
+             for j in range(p)] for i in range(p)]
+
+
+class _Raw:
+    """The hand-written MPI call for the same bytes, on buffers packed beforehand."""
+
+    def __init__(self, kind, comm, send_counts, recv_counts, np_dtype):
+        from dmath.runtime.transport import _displs
+        self.kind, self.comm = kind, comm
+        self.send = np.ones(sum(send_counts), np_dtype)
+        self.recv = np.empty(sum(recv_counts), np_dtype)
+        self.sspec = [self.send, (list(send_counts), _displs(send_counts))]
+        self.rspec = [self.recv, (list(recv_counts), _displs(recv_counts))]
+
+    def __call__(self):
+        if self.kind == "alltoallv":
+            self.comm.Alltoallv(self.sspec, self.rspec)
+        else:
+            self.comm.Allgatherv(self.send, self.rspec)
+
+
+def _time(fn, comm, MPI, setup=None) -> float:
+    if setup is not None:
+        setup()
+    comm.Barrier()
+    t0 = time.perf_counter()
+    fn()
+    dt = time.perf_counter() - t0
+    return comm.allreduce(dt, op=MPI.MAX)
+
+
+def _with_path(path, fn):
+    """``fn`` run with the general path's CPU transport forced to ``path``
+    (``exchange.host_path``; every rank sets the same)."""
+    def run():
+        old = os.environ.get(PATH_VAR)
+        os.environ[PATH_VAR] = path
+        try:
+            fn()
+        finally:
+            if old is None:
+                del os.environ[PATH_VAR]
+            else:
+                os.environ[PATH_VAR] = old
+    return run
+
+
+def _stats(t_raw, t):
+    """Median time and the median / quartiles of the per-repeat ratios raw/t."""
+    r = t_raw / t
+    return float(np.median(t)), tuple(float(x) for x in np.percentile(r, [50, 25, 75]))
+
+
+def _measure(dmath, args):
+    import torch
+    from dmath.runtime.mpi import MPI
+    from dmath.runtime.transport import _MOVE_AS
+    grid = dmath.default_grid()
+    comm, rank, p = grid.world.mpi, grid.rank, grid.size
+    dtype = getattr(torch, args.dtype)
+    np_dtype = torch.empty(0, dtype=_MOVE_AS.get(dtype, dtype)).numpy().dtype
+    item = torch.empty(0, dtype=dtype).element_size()
+    shape = (args.n, args.n)
+    rows = []
+    for name, src, dst, kind in _transitions(dmath):
+        src, dst = src.resolve(grid, 2), dst.resolve(grid, 2)
+        A = dmath.random.normal(shape, seed=0, layout=src).astype(dtype)
+        steps = A.redistribution_plan(dst)
+        c = _counts(shape, src, dst, grid)
+        recv = [c[i][rank] for i in range(p)]
+        send = c[rank] if kind == "alltoallv" else [A.local.numel()]
+        raw = _Raw(kind, comm, send, recv, np_dtype)
+        moved = max(max(sum(c[i]) - c[i][i], sum(r[i] for r in c) - c[i][i]) for i in range(p))
+        runs = {"auto": lambda: A.redistribute(dst)}
+        if kind == "alltoallv":
+            runs["mpi"] = _with_path("mpi", runs["auto"])
+        for fn in list(runs.values()) + [raw]:
+            fn()            # warm up: plans, buffers, MPI connections
+        times = {k: [] for k in list(runs) + ["raw"]}
+        for i in range(args.repeat):
+            order = list(runs) + ["raw"]
+            for k in order[i % len(order):] + order[:i % len(order)]:
+                # touch(): a new version of A, so no cached replica answers the call.
+                times[k].append(_time(raw, comm, MPI) if k == "raw" else
+                                _time(runs[k], comm, MPI, A.touch))
+        t_raw = np.array(times["raw"])
+        gb = moved * item / 1e9
+        md, ratio = _stats(t_raw, np.array(times["auto"]))
+        row = dict(name=name, plan=" + ".join(type(s).__name__ for s in steps),
+                   raw="MPI_" + kind.capitalize(), mb=moved * item / 2**20,
+                   t_raw=float(np.median(t_raw)) * 1e3, t_dm=md * 1e3,
+                   gbs_raw=gb / float(np.median(t_raw)), gbs_dm=gb / md, ratio=ratio)
+        if "mpi" in times:
+            mm, mratio = _stats(t_raw, np.array(times["mpi"]))
+            row.update(t_mpi=mm * 1e3, ratio_mpi=mratio)
+        rows.append(row)
+        del A
+    return rows
+
+
+# -- reporting ---------------------------------------------------------------------
+def _ratio(r) -> str:
+    return f"{r[0]:.2f} ({r[1]:.2f}-{r[2]:.2f})"
+
+
+def _table(rows) -> str:
+    head = ("| transition | dmath step | raw call | MiB/rank | raw ms | dmath ms | raw GB/s "
+            "| dmath GB/s | dmath/raw | dmath ms, MPI path | MPI path/raw |")
+    lines = [head, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        mpi = (f"{r['t_mpi']:.1f} | {_ratio(r['ratio_mpi'])}" if "t_mpi" in r else "- | -")
+        lines.append(f"| {r['name']} | {r['plan']} | {r['raw']} | {r['mb']:.1f} | {r['t_raw']:.1f} "
+                     f"| {r['t_dm']:.1f} | {r['gbs_raw']:.2f} | {r['gbs_dm']:.2f} "
+                     f"| {_ratio(r['ratio'])} | {mpi} |")
+    return "\n".join(lines)
+
+
+def _section(args, rows, p, host) -> str:
+    import torch
+    cmd = (f"python benchmarks/redistribute.py --ranks {args.ranks} --n {args.n} "
+           f"--repeat {args.repeat} --dtype {args.dtype}")
+    return "\n".join([
+        BEGIN,
+        "## Redistribution bandwidth (`benchmarks/redistribute.py`)",
+        "",
+        f"`{cmd}` — {p} ranks on one host ({host}), {args.n}x{args.n} {args.dtype}, CPU tensors, "
+        f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}.",
+        "",
+        "Each row times `A.redistribute(L)` against the raw MPI call a hand-written code would "
+        "make for the same data at best: buffers packed beforehand and, for all-to-all rows, "
+        "one `Alltoallv` with exactly the redistribution's per-peer counts (own block "
+        "included). MiB/rank: bytes the busiest rank sends to (or receives from) other ranks, "
+        "the numerator of both GB/s columns. dmath/raw: median over repeats of raw time / "
+        "dmath time, each pair taken back to back (1.0 = as fast as raw MPI), with the "
+        "quartiles of that ratio in brackets (the machine's noise). dmath ms is the default "
+        "path, which on one host reads peers' memory directly (`dmath/runtime/cma.py`); "
+        "\"MPI path\" forces the path used between hosts (`DMATH_HOST_ALLTOALL=mpi`: blocks "
+        "contiguous in place, others packed, one `Alltoallw`).",
+        "",
+        _table(rows),
+        END,
+    ])
+
+
+def _write_doc(section: str) -> None:
+    text = DOC.read_text() if DOC.exists() else DOC_HEADER
+    if BEGIN in text and END in text:
+        a, b = text.index(BEGIN), text.index(END) + len(END)
+        text = text[:a] + section + text[b:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(text)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parse(argv)
+    if not _under_mpi():
+        return _launch(args, argv)
+    sys.path.insert(0, str(ROOT))
+    import dmath
+    dmath.init(mode="spmd")
+    grid = dmath.default_grid()
+    rows = _measure(dmath, args)
+    if grid.rank == 0:
+        host = f"{os.cpu_count()} cores"
+        print(f"{grid.size} ranks on {grid!r}, {args.n}x{args.n} {args.dtype}, "
+              f"median of {args.repeat}")
+        print(_table(rows))
+        if not args.no_doc:
+            _write_doc(_section(args, rows, grid.size, host))
+            print(f"written to {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
