@@ -33,7 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 PATH_VAR = "DMATH_HOST_ALLTOALL"
 DOC = ROOT / "docs" / "performance.md"
-BEGIN, END = "<!-- benchmarks/redistribute.py: begin -->", "<!-- benchmarks/redistribute.py: end -->"
+BEGIN = "<!-- benchmarks/redistribute.py: begin -->"
+END = "<!-- benchmarks/redistribute.py: end -->"
 DOC_HEADER = """# Performance
 
 Figures measured by the scripts in `benchmarks/`; each script rewrites its own
@@ -162,7 +163,7 @@ def _measure(dmath, args):
         send = c[rank] if kind == "alltoallv" else [A.local.numel()]
         raw = _Raw(kind, comm, send, recv, np_dtype)
         moved = max(max(sum(c[i]) - c[i][i], sum(r[i] for r in c) - c[i][i]) for i in range(p))
-        runs = {"auto": lambda: A.redistribute(dst)}
+        runs = {"auto": lambda A=A, dst=dst: A.redistribute(dst)}
         if kind == "alltoallv":
             runs["mpi"] = _with_path("mpi", runs["auto"])
         for fn in list(runs.values()) + [raw]:

@@ -179,6 +179,7 @@ class AllToAll(Step):
     out_shape: tuple      # this rank's destination piece
     sends: tuple          # ((peer, selectors, count), ...) in peer order
     recvs: tuple          # ((peer, selectors, block_shape), ...) in peer order
+    send_dst: tuple       # per send: (selectors, piece shape) of the block on the receiver
     recv_src: tuple       # per recv: (selectors, piece shape) of the block on the sender
     send_counts: tuple
     recv_counts: tuple
@@ -190,8 +191,8 @@ class AllToAll(Step):
 
     def __post_init__(self):
         object.__setattr__(self, "_pre", exchange.prepare(
-            self.sends, self.recvs, self.recv_src, self.self_copy, self.in_shape,
-            self.out_shape))
+            self.sends, self.recvs, self.send_dst, self.recv_src, self.self_copy,
+            self.in_shape, self.out_shape))
 
     def run(self, local):
         return exchange.run(self, self._pre, local)
@@ -247,22 +248,25 @@ def _plan_alltoall(shape, src, src_grid, dst, dst_grid, rank) -> AllToAll:
     # As a sender: every destination whose designated source for my shard is me.
     my_src = [dim_shard(src_grid, d, rank)[0] for d in src.dims]
     my_src_idx = [smaps[k].indices(my_src[k]) for k in range(nd)]
+    send_dst = []
     for r in range(world):
         if r == rank or _designated_source(src, src_grid, r, my_src) != rank:
             continue
-        sel, count = [], 1
+        sel, sel_dst, count = [], [], 1
         for k in range(nd):
             cd = dim_shard(dst_grid, dst.dims[k], r)[0]
             g = my_src_idx[k][dmaps[k].owner[my_src_idx[k]] == cd]
             sel.append(selector(smaps[k].pos[g]))
+            sel_dst.append(selector(dmaps[k].pos[g]))
             count *= len(g)
         if count:
             sends.append((r, tuple(sel), count))
+            send_dst.append((tuple(sel_dst), local_shape(shape, dst, dst_grid, r)))
             send_counts[r] = count
     return AllToAll(tuple(shape), src, dst, dst_grid, src_grid,
                     local_shape(shape, src, src_grid, rank),
                     local_shape(shape, dst, dst_grid, rank), tuple(sends), tuple(recvs),
-                    tuple(recv_src),
+                    tuple(send_dst), tuple(recv_src),
                     tuple(send_counts), tuple(recv_counts), self_copy)
 
 

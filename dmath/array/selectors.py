@@ -31,10 +31,19 @@ import numpy as np
 import torch
 
 from ..runtime.memory import empty_like_device
-from ..runtime.transport import _runs
 
 MAX_PIECES = 4        # more regular pieces than this in one dim: an index tensor
 MAX_VIEWS = 64        # more strided copies than this for one block: gather/scatter
+
+
+def runs(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, lengths) of the maximal runs of consecutive values in ``positions``."""
+    if len(positions) == 0:
+        return positions[:0], positions[:0]
+    cut = np.flatnonzero(np.diff(positions) != 1) + 1
+    starts = positions[np.concatenate([[0], cut])]
+    ends = positions[np.concatenate([cut - 1, [len(positions) - 1]])]
+    return starts, ends - starts + 1
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,7 @@ class Runs:
 
 def selector(positions: np.ndarray):
     """Runs pieces of ascending ``positions`` when there are few, else an index tensor."""
-    starts, lengths = _runs(np.asarray(positions, dtype=np.int64))
+    starts, lengths = runs(np.asarray(positions, dtype=np.int64))
     pieces, i, n = [], 0, len(starts)
     while i < n:
         j = i + 1

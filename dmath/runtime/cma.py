@@ -1,4 +1,4 @@
-"""Single-copy reads between ranks of one host (Linux cross-memory attach).
+"""Single-copy transfers between ranks of one host (Linux cross-memory attach).
 
 ``process_vm_readv`` / ``process_vm_writev`` copy bytes between another
 process's memory and ours in one pass, with scatter/gather lists on both
@@ -24,10 +24,10 @@ import numpy as np
 from .mpi import MPI
 
 IOV_MAX = 1024
-# What a read costs per iovec, measured on a 2-core VM: about as much as copying
-# 32 KiB per remote one (pinning the peer's pages), 4 KiB per local one. Blocks
+# What a transfer costs per iovec, measured on a 2-core VM: about as much as copying
+# 32 KiB per remote one (pinning the peer's pages), a few KiB per local one. Blocks
 # of shorter runs are packed by the sender / read into a buffer and unpacked.
-MIN_REMOTE_RUN = 8 * 1024
+MIN_REMOTE_RUN = 32 * 1024
 MIN_LOCAL_RUN = 8 * 1024
 _calls: dict = {}
 

@@ -136,18 +136,18 @@ class Comm:
         if self.size > 1:
             self.host.alltoall_regions(send, recv)
 
-    def pull_alltoall(self, offers: Sequence, pulls: dict, hold: Sequence,
-                      send_counts: Sequence[int], recv_counts: Sequence[int],
-                      itemsize: int) -> None:
-        """Host all-to-all by single-copy reads of the peers' memory (one host; see
-        ``HostMPI.pull_alltoall``), counted as an all-to-all of ``send_counts`` /
-        ``recv_counts`` elements. Only when ``single_copy()`` is true."""
+    def cma_alltoall(self, offers: Sequence, targets: Sequence, pulls: dict, pushes: dict,
+                     hold: Sequence, send_counts: Sequence[int], recv_counts: Sequence[int],
+                     itemsize: int, then=None) -> None:
+        """Host all-to-all by single-copy transfers between the ranks' memory (one
+        host; see ``HostMPI.cma_alltoall``), counted as an all-to-all of
+        ``send_counts`` / ``recv_counts`` elements. Only when ``single_copy()``."""
         STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * itemsize,
                      (sum(recv_counts) - recv_counts[self.rank]) * itemsize)
-        self.host.pull_alltoall(offers, pulls, hold)
+        self.host.cma_alltoall(offers, targets, pulls, pushes, hold, then)
 
     def single_copy(self) -> bool:
-        """Whether ``pull_alltoall`` works here: all ranks on one host, allowed to read
+        """Whether ``cma_alltoall`` works here: all ranks on one host, allowed to read
         each other's memory (collective on first call; ``DMATH_CMA=0``: never)."""
         return self.size > 1 and self.host.single_copy()
 

@@ -8,7 +8,7 @@ it are gone, the block returns to the pool for the next request of a similar
 size. CUDA tensors need none of this (torch's caching allocator does it).
 
 Blocks smaller than ``min_bytes`` are not pooled; at most ``limit_bytes`` of
-free blocks are kept (``DMATH_HOST_POOL_MB``, default 1024; 0 turns pooling
+free blocks are kept (``DMATH_HOST_POOL_MB``, default 512; 0 turns pooling
 off). Blocks are sized in 64 KiB steps and a request takes the smallest free
 block that fits and wastes at most a quarter of it.
 """
@@ -31,7 +31,7 @@ class HostPool:
 
     def __init__(self, limit_bytes: int | None = None, min_bytes: int = 1 << 20):
         if limit_bytes is None:
-            limit_bytes = int(float(os.environ.get("DMATH_HOST_POOL_MB", "1024")) * 2**20)
+            limit_bytes = int(float(os.environ.get("DMATH_HOST_POOL_MB", "512")) * 2**20)
         self.limit_bytes = limit_bytes
         self.min_bytes = min_bytes
         self._free: list[tuple[int, int, np.ndarray]] = []   # (nbytes, id, block), sorted

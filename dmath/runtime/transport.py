@@ -27,6 +27,10 @@ from .mpi import MPI
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN", "prod": "PROD"}
 
+# ``HostMPI.cma_alltoall``: the tag of an offer of memory the offering rank holds
+# until the next exchange (any other tag: memory that may change once it returns).
+HELD = 1
+
 # Types that travel as raw bytes of the same width when MPI has no type for them.
 _MOVE_AS = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.bool: torch.uint8}
 
@@ -38,16 +42,6 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 def _displs(counts: Sequence[int]) -> list[int]:
     return np.concatenate([[0], np.cumsum(counts[:-1])]).astype(int).tolist() if counts else []
-
-
-def _runs(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, lengths) of the maximal runs of consecutive values in ``positions``."""
-    if len(positions) == 0:
-        return positions[:0], positions[:0]
-    cut = np.flatnonzero(np.diff(positions) != 1) + 1
-    starts = positions[np.concatenate([[0], cut])]
-    ends = positions[np.concatenate([cut - 1, [len(positions) - 1]])]
-    return starts, ends - starts + 1
 
 
 def _region_type(address: int, nbytes: int) -> "MPI.Datatype":
@@ -99,13 +93,13 @@ class HostMPI(Transport):
     def __init__(self, comm: "MPI.Comm"):
         self.mpi = comm
         self._pids: list[int] | None | bool = False      # False: not probed yet
-        self._held: list = []                              # see pull_alltoall
+        self._held: list = []                              # see cma_alltoall
 
     def _buf(self, t: torch.Tensor):
         return _np(t)
 
     def single_copy(self) -> bool:
-        """Whether ``pull_alltoall`` works on this group (``cma.probe``; collective
+        """Whether ``cma_alltoall`` works on this group (``cma.probe``; collective
         on the first call, then remembered)."""
         if self._pids is False:
             self._pids = cma.probe(self.mpi)
@@ -146,31 +140,42 @@ class HostMPI(Transport):
                 if t != MPI.BYTE:
                     t.Free()
 
-    def pull_alltoall(self, offers: Sequence, pulls: dict, hold: Sequence = ()) -> None:
-        """An all-to-all in which every rank reads what it receives straight from
-        its peers' memory (``single_copy()`` must be true). ``offers[j]``: the
-        (address, tag) this rank shows rank j, or None; tag ``PACKED`` (1) marks
-        memory in ``hold``, any other tag memory of the caller's;
-        ``pulls[i](address, tag)`` returns the (local, remote) iovecs to read
-        from rank i.
+    def cma_alltoall(self, offers: Sequence, targets: Sequence, pulls: dict, pushes: dict,
+                     hold: Sequence = (), then=None) -> None:
+        """An all-to-all by single-copy transfers between the ranks' memory
+        (``single_copy()`` must be true): this rank reads from rank i what
+        ``pulls[i](address, tag)`` says, given the (address, tag) rank i offered
+        it (``offers`` on rank i; tag ``HELD``: memory in rank i's ``hold``),
+        and writes into rank j what ``pushes[j](address)`` says,
+        given the address rank j gave it (``targets`` on rank j). The callables
+        return (local, remote) iovecs. ``then()``, if given, runs after this
+        rank's transfers, before any final wait (work of its own to overlap).
 
-        Offered memory must stay as it is until its readers are done. Memory in
-        ``hold`` is kept until every peer has entered the next ``pull_alltoall``
-        on this group (by then they have read it), so when only such memory is
-        offered the exchange of addresses is the one synchronisation; when any
-        rank offers other memory, every rank waits at the end for all reads."""
+        Memory must stay put until its peers are done. Memory in ``hold`` is
+        kept until every peer has entered the next ``cma_alltoall`` on this
+        group (by then they are done), so when only such memory is read the
+        exchange of addresses is the one synchronisation; when any rank offers
+        other memory to read, or any rank is written into, every rank waits at
+        the end for all transfers."""
         size = len(offers)
-        mine = np.zeros((size, 3), np.int64)
-        borrowed = any(o is not None and o[1] != 1 for o in offers)
-        for j, o in enumerate(offers):
-            mine[j] = (0, 0, borrowed) if o is None else (o[0], o[1], borrowed)
+        mine = np.zeros((size, 4), np.int64)
+        for j in range(size):
+            if offers[j] is not None:
+                mine[j, :2] = offers[j]
+            if targets[j] is not None:
+                mine[j, 2] = targets[j]
+        mine[:, 3] = any(o is not None and o[1] != HELD for o in offers) or \
+            any(t is not None for t in targets)
         theirs = np.empty_like(mine)
         self.mpi.Alltoall(mine, theirs)     # every offered block is ready ...
         self._held = list(hold)             # ... and every peer is done with the last ones
         for i, make in pulls.items():
-            local, remote = make(int(theirs[i, 0]), int(theirs[i, 1]))
-            cma.read(self._pids[i], local, remote)
-        if theirs[:, 2].any():
+            cma.read(self._pids[i], *make(int(theirs[i, 0]), int(theirs[i, 1])))
+        for j, make in pushes.items():
+            cma.write(self._pids[j], *make(int(theirs[j, 2])))
+        if then is not None:
+            then()
+        if theirs[:, 3].any():
             self.mpi.Barrier()
 
     def reduce_scatterv(self, t, counts, op):
