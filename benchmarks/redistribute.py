@@ -216,7 +216,8 @@ def _section(args, rows, p, host) -> str:
         "## Redistribution bandwidth (`benchmarks/redistribute.py`)",
         "",
         f"`{cmd}` — {p} ranks on one host ({host}), {args.n}x{args.n} {args.dtype}, CPU tensors, "
-        f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}.",
+        f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}. Load average of the machine "
+        f"(other jobs included) at the start / end: {args.load[0]:.1f} / {args.load[1]:.1f}.",
         "",
         "Each row times `A.redistribute(L)` against the raw MPI call a hand-written code would "
         "make for the same data at best: buffers packed beforehand and, for all-to-all rows, "
@@ -225,7 +226,8 @@ def _section(args, rows, p, host) -> str:
         "the numerator of both GB/s columns. dmath/raw: median over repeats of raw time / "
         "dmath time, each pair taken back to back (1.0 = as fast as raw MPI), with the "
         "quartiles of that ratio in brackets (the machine's noise). dmath ms is the default "
-        "path, which on one host reads peers' memory directly (`dmath/runtime/cma.py`); "
+        "path, which on one host moves each block by reading or writing the peer's memory "
+        "(`dmath/runtime/cma.py`, `dmath/array/exchange.py`); "
         "\"MPI path\" forces the path used between hosts (`DMATH_HOST_ALLTOALL=mpi`: blocks "
         "contiguous in place, others packed, one `Alltoallw`).",
         "",
@@ -254,7 +256,9 @@ def main(argv=None) -> int:
     import dmath
     dmath.init(mode="spmd")
     grid = dmath.default_grid()
+    load = os.getloadavg()[0]
     rows = _measure(dmath, args)
+    args.load = (load, os.getloadavg()[0])
     if grid.rank == 0:
         host = f"{os.cpu_count()} cores"
         print(f"{grid.size} ranks on {grid!r}, {args.n}x{args.n} {args.dtype}, "
