@@ -244,6 +244,14 @@ def finish(res: dict, dtypes) -> None:
     write_docs(res, dtypes)
 
 
+def _summary(res: dict, d: str, algs) -> tuple:
+    """dmath auto and numpy entries, the printed plan and the best forced algorithm for ``d``."""
+    dm, npy = res["dmath2"][f"{d}/auto"], res["local"][f"numpy/{d}"]
+    forced = {a: res["dmath2"][f"{d}/{a}"]["gflops_cpu"] for a in algs
+              if not a.startswith("auto") and f"{d}/{a}" in res["dmath2"]}
+    return dm, npy, res["dmath2"][f"{d}/plan"], max(forced, key=forced.get)
+
+
 def _best(res: dict, key: str, d: str, metric: str) -> float:
     """Best Heat split for dtype ``d`` by ``metric``."""
     return max(v[metric] for k, v in res[key].items() if k.startswith(d + "/"))
@@ -271,17 +279,13 @@ def report(res: dict, dtypes) -> None:
         row(f"dmath 2 ranks x 1 thread, {a}", [res["dmath2"].get(f"{d}/{a}") for d in dtypes])
     row("dmath 4 ranks (oversubscribed), auto", [res["dmath4"][f"{d}/auto"] for d in dtypes])
     for d in dtypes:
-        dm, npy = res["dmath2"][f"{d}/auto"], res["local"][f"numpy/{d}"]
-        plan = res["dmath2"][f"{d}/plan"]
-        forced = {a: res["dmath2"][f"{d}/{a}"]["gflops_cpu"] for a in algs
-                  if not a.startswith("auto") and f"{d}/{a}" in res["dmath2"]}
-        best = max(forced, key=forced.get)
+        dm, npy, plan, best = _summary(res, d, algs)
         print(f"{d}: dmath/numpy {dm['gflops'] / npy['gflops']:.3f}x wall, "
               f"{dm['gflops_cpu'] / npy['gflops_cpu']:.3f}x CPU time (target 0.95); "
               f"dmath/Heat {dm['gflops'] / heat[d]['gflops']:.2f}x wall, "
               f"{dm['gflops_cpu'] / _best(res, 'heat2', d, 'gflops_cpu'):.2f}x CPU time "
               f"(target 1.25); model chose {plan['choice']} (local kernel {plan['kernel']}), "
-              f"most efficient forced: {best} ({forced[best]:.1f} GF/s by CPU time)")
+              f"most efficient forced: {best} ({res['dmath2'][f'{d}/{best}']['gflops_cpu']:.1f} GF/s by CPU time)")
     for kind in ("strong", "weak"):
         print(f"\n{kind} scaling (float32, 1 thread per rank; p=4 is oversubscribed)")
         one = res[kind][1] if 1 in res[kind] else res[kind]["1"]
@@ -337,11 +341,7 @@ def markdown(res: dict, dtypes) -> str:
         out.append(f"| {name} | {cells} |")
     out.append("")
     for d in dtypes:
-        dm, npy = res["dmath2"][f"{d}/auto"], res["local"][f"numpy/{d}"]
-        plan = res["dmath2"][f"{d}/plan"]
-        forced = {a: res["dmath2"][f"{d}/{a}"]["gflops_cpu"] for a in algs
-                  if not a.startswith("auto") and f"{d}/{a}" in res["dmath2"]}
-        best = max(forced, key=forced.get)
+        dm, npy, plan, best = _summary(res, d, algs)
         out.append(f"* {d}: dmath / numpy = {dm['gflops'] / npy['gflops']:.2f}x wall, "
                    f"{dm['gflops_cpu'] / npy['gflops_cpu']:.2f}x CPU (target 0.95); dmath / Heat = "
                    f"{dm['gflops'] / heat[d]['gflops']:.2f}x wall, "
