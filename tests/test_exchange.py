@@ -1,4 +1,4 @@
-"""The general path's ways of moving blocks (single copy, MPI regions, pack) agree,
+"""The general path's ways of moving blocks (shared memory, MPI regions, pack) agree,
 on 1-4 real MPI ranks (tests/workers/exchange_cases.py)."""
 import pytest
 
@@ -13,6 +13,6 @@ def test_exchange_paths_agree(n):
     assert run_workers("exchange_cases", n, env=YIELD, timeout=600) >= 200
 
 
-def test_exchange_paths_without_single_copy():
-    """DMATH_CMA=0: the default path falls back to MPI on every rank."""
-    assert run_workers("exchange_cases", 3, env={**YIELD, "DMATH_CMA": "0"}, timeout=600) >= 200
+def test_exchange_paths_without_shared_memory():
+    """DMATH_SHM=0: the default path falls back to MPI on every rank."""
+    assert run_workers("exchange_cases", 3, env={**YIELD, "DMATH_SHM": "0"}, timeout=600) >= 200

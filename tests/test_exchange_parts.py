@@ -2,10 +2,8 @@
 
 Selectors and their strided copy programs against numpy fancy indexing (random
 position sets: slices, block-cyclic patterns cut anywhere, irregular sets);
-runs of blocks in row-major pieces against numpy; the pooled host allocator
-(reuse, views keep blocks, the byte limit); single-copy reads and writes
-(process_vm_readv/writev on this very process) with both sides cut
-differently.
+the pooled host allocator (reuse, views keep blocks, the byte limit); shared
+blocks mapped a second time as a peer maps them.
 """
 import gc
 import os
@@ -16,7 +14,7 @@ import torch
 
 from dmath.array import exchange, selectors
 from dmath.array.selectors import Runs, copy_program, run_program, selector
-from dmath.runtime import cma
+from dmath.runtime import shm
 from dmath.runtime.memory import HostPool
 
 
@@ -101,21 +99,6 @@ def test_copy_program_is_views_for_block_cyclic():
                           np.arange(1024.0))
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_piece_runs(seed):
-    rng = np.random.default_rng(100 + seed)
-    shape = tuple(int(rng.integers(1, 12)) for _ in range(int(rng.integers(1, 4))))
-    pos = [random_positions(rng, n) for n in shape]
-    sels = [selector(p) for p in pos]
-    offsets, lengths = exchange.piece_runs(sels, shape)
-    flat = np.arange(int(np.prod(shape))).reshape(shape)[np.ix_(*pos)].reshape(-1)
-    got = np.concatenate([np.zeros(0, int)] +
-                         [np.arange(o, o + n) for o, n in zip(offsets, lengths)])
-    assert np.array_equal(got, flat)
-    assert ((np.diff(flat) != 1).sum() + 1 if flat.size else 0) == len(offsets)   # maximal
-    assert exchange.piece_runs(sels, shape, count_only=True) >= len(offsets)
-
-
 def test_host_pool_reuses_blocks():
     pool = HostPool(limit_bytes=64 << 20, min_bytes=1 << 20)
     t = pool.empty((512, 1024), torch.float64)                  # 4 MiB
@@ -146,27 +129,26 @@ def test_host_pool_limit():
     assert pool.free_bytes <= 6 << 20
 
 
-@pytest.mark.skipif(not hasattr(os, "getpid") or not os.sys.platform.startswith("linux"),
-                    reason="cross-memory attach is Linux only")
-@pytest.mark.parametrize("seed", range(10))
-def test_cma_read_write_cut_differently(seed):
-    rng = np.random.default_rng(seed)
-    src = rng.integers(0, 255, 200_000).astype(np.uint8)
-    cuts = np.sort(rng.choice(np.arange(1, len(src)), int(rng.integers(1, 3000)), replace=False))
-    edges = np.concatenate([[0], cuts, [len(src)]])
-    starts, ends = edges[:-1][::2], edges[1:][::2]                    # every other run
-    lens = ends - starts
-    total = int(lens.sum())
-    lcuts = np.sort(rng.choice(np.arange(1, total), int(min(total - 1, rng.integers(1, 2500))),
-                               replace=False))
-    llen = np.diff(np.concatenate([[0], lcuts, [total]]))
-    loff = np.concatenate([[0], np.cumsum(llen)[:-1]]) + 3 * np.arange(len(llen))
-    want = np.concatenate([src[a:b] for a, b in zip(starts, ends)])
-    dst = np.zeros(int(loff[-1] + llen[-1]), np.uint8)
-    cma.read(os.getpid(), cma.iovecs(dst.ctypes.data, loff, llen),
-             cma.iovecs(src.ctypes.data, starts, lens))
-    assert np.array_equal(np.concatenate([dst[o:o + n] for o, n in zip(loff, llen)]), want)
-    back = np.zeros_like(src)
-    cma.write(os.getpid(), cma.iovecs(dst.ctypes.data, loff, llen),
-              cma.iovecs(back.ctypes.data, starts, lens))
-    assert np.array_equal(np.concatenate([back[a:b] for a, b in zip(starts, ends)]), want)
+@pytest.mark.skipif(not os.sys.platform.startswith("linux"), reason="memfd is Linux only")
+def test_shared_blocks_map_the_same_memory():
+    t = shm.empty((300, 500), torch.float64)
+    fd, ident, offset, nbytes = shm.offer(t)
+    assert fd >= 0 and offset == 0 and nbytes >= t.numel() * 8
+    region = shm.peer_region(os.getpid(), (fd, ident, offset, nbytes))  # as a peer would
+    assert region.data_ptr() != t.data_ptr()
+    mapped = region[: t.numel() * 8].view(torch.float64).view(300, 500)
+    mapped.copy_(torch.arange(150_000.0).view(300, 500))
+    assert torch.equal(t, torch.arange(150_000.0).view(300, 500))     # one memory, two maps
+    assert shm.offer(torch.zeros(10)) == (-1, 0, 0, 0)                 # not shared
+    assert shm.offer(None) == (0, 0, 0, 0)
+    del t, mapped, region
+    gc.collect()
+    again = shm.empty((300, 500), torch.float64)                        # the pool's block again
+    assert shm.offer(again)[1] == ident
+    blocks = len(shm._blocks)
+    del again
+    gc.collect()
+    shm.POOL.clear()
+    shm.forget_peers()
+    gc.collect()
+    assert len(shm._blocks) == blocks - 1                               # dropped: fd closed

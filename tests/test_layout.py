@@ -196,7 +196,7 @@ R, P_rows = Layout(), Layout(partial="rows")
 @pytest.mark.parametrize("src, dst, kinds", [
     (R, dmath.block_2d(), ["LocalSlice"]),
     (R, dmath.block_cyclic(2), ["LocalSlice"]),
-    (dmath.block_2d(), R, ["AllGather", "AllGather"]),
+    (dmath.block_2d(), R, ["AllToAll"]),           # several dims: one all-to-all, straight into place
     (dmath.row_block(), R, ["AllGather"]),
     (dmath.row_block(), dmath.col_block(), ["AllToAll"]),
     (dmath.block_cyclic(2), dmath.block_2d(), ["AllToAll"]),

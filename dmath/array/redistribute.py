@@ -9,7 +9,8 @@ transition                     step             collective
 P(a) -> S(a) on a replicated   ReduceScatter    reduce-scatter over a
   dim (balanced)
 P(a) -> (no partial)           AllReduce        all-reduce over a
-S(a) -> R (balanced blocks)    AllGather        all-gather over a
+S(a) -> R (balanced blocks,    AllGather        all-gather over a
+  one dim of size > 1)
 R -> S(a)/nb (any block)       LocalSlice       none
 (no partial) -> P(a)           ZeroPartial      none (coord 0 keeps the value)
 anything else, other grids     AllToAll         one all-to-all-v over the world
@@ -308,7 +309,10 @@ def plan(shape: tuple, src: Layout, src_grid: "Grid", dst: Layout, dst_grid: "Gr
     # 2. Move the data.
     if cur != moved or src_grid != dst_grid:
         diff = [k for k in range(len(shape)) if cur.dims[k] != moved.dims[k]]
-        if method == "auto" and src_grid == dst_grid and diff and all(
+        # Gathers over more than one dim go as one AllToAll: each element moved once,
+        # straight into place.
+        gathered = [k for k in diff if src_grid.axes_size(cur.dims[k].axes) > 1]
+        if method == "auto" and src_grid == dst_grid and len(gathered) <= 1 and diff and all(
                 cur.dims[k].axes and cur.dims[k].block is None and not moved.dims[k].axes
                 for k in diff):
             for k in diff:

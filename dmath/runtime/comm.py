@@ -136,20 +136,21 @@ class Comm:
         if self.size > 1:
             self.host.alltoall_regions(send, recv)
 
-    def cma_alltoall(self, offers: Sequence, targets: Sequence, pulls: dict, pushes: dict,
-                     hold: Sequence, send_counts: Sequence[int], recv_counts: Sequence[int],
-                     itemsize: int, then=None) -> None:
-        """Host all-to-all by single-copy transfers between the ranks' memory (one
-        host; see ``HostMPI.cma_alltoall``), counted as an all-to-all of
-        ``send_counts`` / ``recv_counts`` elements. Only when ``single_copy()``."""
-        STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * itemsize,
-                     (sum(recv_counts) - recv_counts[self.rank]) * itemsize)
-        self.host.cma_alltoall(offers, targets, pulls, pushes, hold, then)
+    def push_alltoall(self, out: torch.Tensor | None, pushes: dict, send_counts: Sequence[int],
+                      recv_counts: Sequence[int], itemsize: int, then=None) -> bool:
+        """Host all-to-all by senders writing into receivers' shared memory (one
+        host; see ``HostMPI.push_alltoall``), counted as an all-to-all of
+        ``send_counts`` / ``recv_counts`` elements when it runs. Only when ``shared()``."""
+        done = self.host.push_alltoall(out, pushes, then)
+        if done:
+            STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * itemsize,
+                         (sum(recv_counts) - recv_counts[self.rank]) * itemsize)
+        return done
 
-    def single_copy(self) -> bool:
-        """Whether ``cma_alltoall`` works here: all ranks on one host, allowed to read
-        each other's memory (collective on first call; ``DMATH_CMA=0``: never)."""
-        return self.size > 1 and self.host.single_copy()
+    def shared(self) -> bool:
+        """Whether ``push_alltoall`` works here: all ranks on one host, allowed to map
+        each other's shared blocks (collective on first call; ``DMATH_SHM=0``: never)."""
+        return self.size > 1 and self.host.shared()
 
     def reduce_scatterv(self, t: torch.Tensor, counts: Sequence[int], op: str = "sum") -> torch.Tensor:
         """Reduce flat ``t`` over the group; rank i keeps the i-th chunk of ``counts``."""

@@ -18,6 +18,7 @@ program. ``init(workers=N)`` from a plain process spawns the other ranks.
 from __future__ import annotations
 
 import atexit
+import sys
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -165,7 +166,7 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
         raise ValueError(f"errors must be 'eager' or 'lazy', not {errors!r}")
     owns = _mpi.ensure_initialized()
     if owns:
-        atexit.register(finalize)
+        atexit.register(_at_exit)
     MPI = _mpi.MPI
     opts = dict(grid=grid, names=names, device=device, transport=transport, threads=threads,
                 errors=errors)
@@ -207,8 +208,20 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
             server.serve(_CTX)                   # returns only by exiting the process
         dispatch.start_client(wmpi, errors, local_size)
         if not owns:
-            atexit.register(finalize)            # stop the servers before MPI goes
+            atexit.register(_at_exit)            # stop the servers before MPI goes
     return _CTX
+
+
+def _at_exit() -> None:
+    """``finalize`` at interpreter exit, or, when the program dies of an uncaught
+    exception with peers, abort them all: peers may be waiting in a collective
+    this rank will never join, and finalising would wait for them for ever."""
+    peers = _CTX is not None and _CTX.world.size > 1
+    if peers and getattr(sys, "last_value", None) is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _mpi.MPI.COMM_WORLD.Abort(1)
+    finalize()
 
 
 def finalize() -> None:

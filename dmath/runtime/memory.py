@@ -18,7 +18,7 @@ import bisect
 import os
 import threading
 import weakref
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -29,7 +29,9 @@ _STEP = 1 << 16
 class HostPool:
     """A caching allocator of CPU tensors (see the module docstring)."""
 
-    def __init__(self, limit_bytes: int | None = None, min_bytes: int = 1 << 20):
+    def __init__(self, limit_bytes: int | None = None, min_bytes: int = 1 << 20,
+                 allocate: Callable[[int], np.ndarray] | None = None):
+        self.allocate = allocate or (lambda nbytes: np.empty(nbytes, np.uint8))
         if limit_bytes is None:
             limit_bytes = int(float(os.environ.get("DMATH_HOST_POOL_MB", "512")) * 2**20)
         self.limit_bytes = limit_bytes
@@ -47,7 +49,7 @@ class HostPool:
         nbytes = item
         for s in shape:
             nbytes *= int(s)
-        if nbytes < self.min_bytes or self.limit_bytes <= 0:
+        if nbytes < self.min_bytes or self.limit_bytes <= 0 or not nbytes:
             return torch.empty(shape, dtype=dtype)
         block = self._take(nbytes)
         view = block[:nbytes]                      # a new ndarray: its death frees the block
@@ -64,7 +66,7 @@ class HostPool:
                 self.hits += 1
                 return block
             self.misses += 1
-        return np.empty(-(-nbytes // _STEP) * _STEP, np.uint8)
+        return self.allocate(-(-nbytes // _STEP) * _STEP)
 
     def _give(self, block: np.ndarray) -> None:
         # Runs from a finalizer, possibly inside ``_take`` (garbage collection):

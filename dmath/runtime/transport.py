@@ -21,15 +21,11 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from . import cma
+from . import shm
 from .memory import empty_like_device
 from .mpi import MPI
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN", "prod": "PROD"}
-
-# ``HostMPI.cma_alltoall``: the tag of an offer of memory the offering rank holds
-# until the next exchange (any other tag: memory that may change once it returns).
-HELD = 1
 
 # Types that travel as raw bytes of the same width when MPI has no type for them.
 _MOVE_AS = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.bool: torch.uint8}
@@ -93,16 +89,15 @@ class HostMPI(Transport):
     def __init__(self, comm: "MPI.Comm"):
         self.mpi = comm
         self._pids: list[int] | None | bool = False      # False: not probed yet
-        self._held: list = []                              # see cma_alltoall
 
     def _buf(self, t: torch.Tensor):
         return _np(t)
 
-    def single_copy(self) -> bool:
-        """Whether ``cma_alltoall`` works on this group (``cma.probe``; collective
+    def shared(self) -> bool:
+        """Whether ``push_alltoall`` works on this group (``shm.probe``; collective
         on the first call, then remembered)."""
         if self._pids is False:
-            self._pids = cma.probe(self.mpi)
+            self._pids = shm.probe(self.mpi)
         return self._pids is not None
 
     def _empty(self, n: int, like: torch.Tensor) -> torch.Tensor:
@@ -140,43 +135,27 @@ class HostMPI(Transport):
                 if t != MPI.BYTE:
                     t.Free()
 
-    def cma_alltoall(self, offers: Sequence, targets: Sequence, pulls: dict, pushes: dict,
-                     hold: Sequence = (), then=None) -> None:
-        """An all-to-all by single-copy transfers between the ranks' memory
-        (``single_copy()`` must be true): this rank reads from rank i what
-        ``pulls[i](address, tag)`` says, given the (address, tag) rank i offered
-        it (``offers`` on rank i; tag ``HELD``: memory in rank i's ``hold``),
-        and writes into rank j what ``pushes[j](address)`` says,
-        given the address rank j gave it (``targets`` on rank j). The callables
-        return (local, remote) iovecs. ``then()``, if given, runs after this
-        rank's transfers, before any final wait (work of its own to overlap).
-
-        Memory must stay put until its peers are done. Memory in ``hold`` is
-        kept until every peer has entered the next ``cma_alltoall`` on this
-        group (by then they are done), so when only such memory is read the
-        exchange of addresses is the one synchronisation; when any rank offers
-        other memory to read, or any rank is written into, every rank waits at
-        the end for all transfers."""
-        size = len(offers)
-        mine = np.zeros((size, 4), np.int64)
-        for j in range(size):
-            if offers[j] is not None:
-                mine[j, :2] = offers[j]
-            if targets[j] is not None:
-                mine[j, 2] = targets[j]
-        mine[:, 3] = any(o is not None and o[1] != HELD for o in offers) or \
-            any(t is not None for t in targets)
-        theirs = np.empty_like(mine)
-        self.mpi.Alltoall(mine, theirs)     # every offered block is ready ...
-        self._held = list(hold)             # ... and every peer is done with the last ones
-        for i, make in pulls.items():
-            cma.read(self._pids[i], *make(int(theirs[i, 0]), int(theirs[i, 1])))
-        for j, make in pushes.items():
-            cma.write(self._pids[j], *make(int(theirs[j, 2])))
+    def push_alltoall(self, out: torch.Tensor | None, pushes: dict, then=None) -> bool:
+        """An all-to-all in which senders write straight into their receivers'
+        memory (``shared()`` must be true). Every rank offers ``out`` (a tensor
+        from ``shm.empty``; None when it receives nothing); this rank calls
+        ``pushes[j](region)`` with the bytes rank j offered mapped here (a uint8
+        tensor), then ``then()``; every rank returns once all writes are done.
+        Returns False, having written nothing, when some rank's ``out`` is not in
+        shared memory (the caller then moves the data another way)."""
+        theirs = np.empty((self.mpi.Get_size(), 4), np.int64)
+        self.mpi.Allgather(np.array(shm.offer(out), np.int64), theirs)
+        if (theirs[:, 0] < 0).any():
+            return False
+        me, size = self.mpi.Get_rank(), self.mpi.Get_size()
+        for k in range(1, size):        # each rank starts at its next: writes spread out
+            j = (me + k) % size
+            if j in pushes:
+                pushes[j](shm.peer_region(self._pids[j], theirs[j]))
         if then is not None:
             then()
-        if theirs[:, 3].any():
-            self.mpi.Barrier()
+        self.mpi.Barrier()
+        return True
 
     def reduce_scatterv(self, t, counts, op):
         out = self._empty(counts[self.mpi.Get_rank()], t)

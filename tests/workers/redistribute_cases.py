@@ -107,16 +107,21 @@ for grid in GRIDS:
         check_value(B, x, f"R -> {lay}")
         C.ok()
 
-    # sharded (balanced) -> replicated: only all-gathers, one per sharded dim.
+    # sharded (balanced) -> replicated: one all-gather per sharded dim, or one
+    # all-to-all when more than one dim is sharded over more than one rank.
     for lay in [dmath.row_block(), dmath.col_block()] + ([dmath.block_2d()] if two_d else []):
         B = A.redistribute(lay)
         snap = dmath.comm_stats.snapshot()
         C_ = B.redistribute(R)
         d = stats_delta(snap)
         sharded = [grid.axes_size(dim.axes) for dim in B.layout.dims if dim.axes]
-        issued(d, "allgather", len(sharded), idle=sharded.count(1))
+        kind = "alltoall" if sum(s > 1 for s in sharded) > 1 else "allgather"
+        if kind == "allgather":
+            issued(d, "allgather", len(sharded), idle=sharded.count(1))
+        else:
+            issued(d, "alltoall", 1)
         mine = math.prod(B.local.shape)
-        assert d["bytes_received"].get("allgather", 0) == (m * n - mine) * es
+        assert d["bytes_received"].get(kind, 0) == (m * n - mine) * es
         assert torch.equal(C_.local, B.redistribute(R, method="general").local)
         check_value(C_, x, f"{lay} -> R")
         C.ok()
