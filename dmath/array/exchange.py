@@ -98,8 +98,8 @@ def host_path(step, item: int) -> str:
 def run(step, pre: Prepared, local: torch.Tensor) -> torch.Tensor:
     """The destination piece of ``step`` (an ``AllToAll``) from this rank's ``local``."""
     world = step.grid.world
-    path = "pack" if local.device.type != "cpu" else \
-        "self" if world.size == 1 else host_path(step, local.element_size())
+    path = "self" if world.size == 1 else "pack" if local.device.type != "cpu" else \
+        host_path(step, local.element_size())
     out = shm.empty(step.out_shape, local.dtype) if path == "shm" else \
         empty_like_device(step.out_shape, local.dtype, local.device)
 
