@@ -202,7 +202,8 @@ def cpu(args) -> None:
     n, reps = (2048, 2) if args.quick else (4096, 3)
     dtypes = ["float32", "float64"]
     me = [str(Path(__file__).resolve())]
-    res: dict = {"n": n, "blas_env_removed": list(BLAS_ENV), "numpy_blas": blas_report(),
+    res: dict = {"command": " ".join(["python benchmarks/gemm.py"] + sys.argv[1:]),
+                 "n": n, "blas_env_removed": list(BLAS_ENV), "numpy_blas": blas_report(),
                  "load_average_start": os.getloadavg()[0]}
     print(f"numpy BLAS: {res['numpy_blas']}", flush=True)
     res["profile"] = ensure_profile(2)
@@ -317,7 +318,8 @@ def markdown(res: dict, dtypes) -> str:
                  [res["dmath4"][f"{d}/auto"] for d in dtypes]))
     head = " | ".join(f"{d} wall | {d} CPU" for d in dtypes)
     out = [CPU_BEGIN,
-           "`python benchmarks/gemm.py` (one command, ~20-40 minutes on 2 cores; `--quick` for "
+           f"`{res.get('command', 'python benchmarks/gemm.py')}` (one command, 10-40 minutes on "
+           "2 cores by the number of `--rounds`, default 2; `--quick` for "
            "n=2048; `--gpu [--ranks 4]` for the GPU table). It removes `OPENBLAS_CORETYPE` / "
            "`OPENBLAS_L2_SIZE` from its own environment (they force numpy's OpenBLAS onto an "
            f"older kernel), so numpy runs: {res['numpy_blas']}.", "",

@@ -2,6 +2,8 @@
 # The lent-GPU session, in two parts (each well inside one 10-minute device call):
 #   bash benchmarks/gpu_session.sh tests   # the test suite on CUDA: 1 rank, and 2-4 ranks sharing the GPU (staged)
 #   bash benchmarks/gpu_session.sh bench   # GEMM, convolution and redistribution benchmarks on the GPU
+#   bash benchmarks/gpu_session.sh redistribute  # redistribution tests on CUDA; its benchmark on CUDA
+#                                          # and on CPU tensors with 4 and 8 ranks (a core each)
 # Logs go to $OUT (the device tool's output folder) or benchmarks/out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +21,12 @@ case "${1:-tests}" in
     timeout 200 python3 benchmarks/gemm.py --gpu --ranks 4 2>&1 | tee "$OUT/gpu_gemm.log" | tail -30
     timeout 150 python3 benchmarks/conv.py --gpu --no-doc 2>&1 | tee "$OUT/gpu_conv.log" | tail -25
     timeout 120 python3 benchmarks/redistribute.py --ranks 4 --no-doc 2>&1 | tee "$OUT/gpu_redistribute.log" | tail -25
+    ;;
+  redistribute)
+    timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_exchange.py tests/test_redistribute.py 2>&1 | tail -5
+    timeout 120 python3 benchmarks/redistribute.py --ranks 4 --no-doc 2>&1 | tee "$OUT/gpu_redistribute.log" | tail -12
+    for p in 4 8; do
+      DMATH_DEVICE=cpu timeout 120 python3 benchmarks/redistribute.py --ranks $p --repeat 21 --no-doc 2>&1 | tee "$OUT/cpu${p}_redistribute.log" | tail -12
+    done
     ;;
 esac

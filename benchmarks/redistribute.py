@@ -215,7 +215,8 @@ def _section(args, rows, p, host) -> str:
         BEGIN,
         "## Redistribution bandwidth (`benchmarks/redistribute.py`)",
         "",
-        f"`{cmd}` — {p} ranks on one host ({host}), {args.n}x{args.n} {args.dtype}, CPU tensors, "
+        f"`{cmd}` — {p} ranks on one host ({host}), {args.n}x{args.n} {args.dtype}, "
+        f"{os.environ.get('DMATH_DEVICE', 'cpu').upper()} tensors, "
         f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}. Load average of the machine "
         f"(other jobs included) at the start / end: {args.load[0]:.1f} / {args.load[1]:.1f}.",
         "",

@@ -10,7 +10,7 @@ P(a) -> S(a) on a replicated   ReduceScatter    reduce-scatter over a
   dim (balanced)
 P(a) -> (no partial)           AllReduce        all-reduce over a
 S(a) -> R (balanced blocks,    AllGather        all-gather over a
-  one dim of size > 1)
+  leading dim only)
 R -> S(a)/nb (any block)       LocalSlice       none
 (no partial) -> P(a)           ZeroPartial      none (coord 0 keeps the value)
 anything else, other grids     AllToAll         one all-to-all-v over the world
@@ -88,6 +88,8 @@ class ReduceScatter(Step):
 
     def run(self, local):
         comm = self.grid.comm(self.axes)
+        if comm.size == 1:
+            return local                     # sharded over one rank: already whole
         m = dim_map(self.shape[self.dim], comm.size, None)
         front = local.movedim(self.dim, 0)
         rest = math.prod(front.shape[1:])
@@ -111,6 +113,8 @@ class AllGather(Step):
 
     def run(self, local):
         comm = self.grid.comm(self.axes)
+        if comm.size == 1:
+            return local                     # sharded over one rank: already whole
         m = dim_map(self.shape[self.dim], comm.size, None)
         other = list(local.shape)
         pieces_shape = []
@@ -309,10 +313,12 @@ def plan(shape: tuple, src: Layout, src_grid: "Grid", dst: Layout, dst_grid: "Gr
     # 2. Move the data.
     if cur != moved or src_grid != dst_grid:
         diff = [k for k in range(len(shape)) if cur.dims[k] != moved.dims[k]]
-        # Gathers over more than one dim go as one AllToAll: each element moved once,
-        # straight into place.
+        # An all-gather puts the pieces one after the other: in place when they are
+        # the leading dim's; other gathers go as one AllToAll (each element moved
+        # once, straight into place).
         gathered = [k for k in diff if src_grid.axes_size(cur.dims[k].axes) > 1]
-        if method == "auto" and src_grid == dst_grid and len(gathered) <= 1 and diff and all(
+        in_place = len(gathered) <= 1 and math.prod(shape[:gathered[0] if gathered else 0]) == 1
+        if method == "auto" and src_grid == dst_grid and in_place and diff and all(
                 cur.dims[k].axes and cur.dims[k].block is None and not moved.dims[k].axes
                 for k in diff):
             for k in diff:

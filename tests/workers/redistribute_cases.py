@@ -115,7 +115,8 @@ for grid in GRIDS:
         C_ = B.redistribute(R)
         d = stats_delta(snap)
         sharded = [grid.axes_size(dim.axes) for dim in B.layout.dims if dim.axes]
-        kind = "alltoall" if sum(s > 1 for s in sharded) > 1 else "allgather"
+        spread = [k for k, dim in enumerate(B.layout.dims) if grid.axes_size(dim.axes) > 1]
+        kind = "allgather" if spread in ([], [0]) else "alltoall"
         if kind == "allgather":
             issued(d, "allgather", len(sharded), idle=sharded.count(1))
         else:
