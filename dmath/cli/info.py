@@ -2,7 +2,7 @@
 
 Ranks and hosts, each rank's device and threads, the MPI library and whether
 it is CUDA-aware, NCCL availability, torch's version, the default grid, the
-mode and the transport. With ``-n N`` it runs on N ranks through the MPI
+mode, the transport and how host arrays are exchanged. With ``-n N`` it runs on N ranks through the MPI
 launcher (in client-server mode: rank 0 asks every rank for its line).
 
     dmath info            # this process alone
@@ -22,10 +22,12 @@ from ..runtime.dispatch import command
 
 @command(sync=True)
 def describe_ranks() -> list[dict]:
-    """One dict per rank: rank, host, pid, device, local rank, torch threads."""
+    """One dict per rank: rank, host, pid, device, local rank, torch threads, and
+    whether the ranks share host memory (collective)."""
     from ..runtime.context import context
     ctx = context()
-    return ctx.world.allgather_obj({
+    shared = ctx.world.shared()
+    return ctx.world.allgather_obj({"shared": shared,
         "rank": ctx.world.rank, "host": socket.gethostname(), "pid": os.getpid(),
         "device": str(ctx.device), "local_rank": ctx.local_rank,
         "threads": torch.get_num_threads()})
@@ -69,6 +71,9 @@ def report() -> str:
         f"grid         {dmath.default_grid()!r}",
         f"mode         {ctx.mode}",
         f"transport    {ctx.transport or 'host MPI (CPU arrays)'}",
+        "host arrays  " + ("one host, shared memory: redistributions write straight into "
+                           "peers' outputs" if rows[0]["shared"] else
+                           "MPI Alltoallw (ranks on several hosts, or one rank, or DMATH_SHM=0)"),
         "",
         f"{'rank':>4}  {'host':<20} {'pid':>8}  {'device':<8} {'local':>5} {'threads':>7}",
     ]

@@ -254,6 +254,13 @@ def gemm(alpha: float, A: DArray, B: DArray, beta: float, C: DArray, trans_a: bo
         raise ValueError("gemm: A, B and C must live on the same grid")
     _check_algorithm(algorithm)
     result_dtype(opA.dtype, opB.dtype, C.dtype)
+    if C.grid.size == 1 and algorithm != "summa25d" and not C.layout.partial:
+        # one rank: alpha and beta go into the local GEMM (C's memory may be shared
+        # with other arrays, so the update lands in a copy that becomes C's piece)
+        prob, A2, B2, _ = problem(opA, opB, C.layout, C.dtype)
+        out = C.local.clone(memory_format=torch.contiguous_format) if beta != 0 else None
+        C.set_local(local_gemm(A2.local, B2.local, out, alpha=alpha, beta=beta, dtype=C.dtype))
+        return C
     T = matmul(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.dtype)
     new = torch.mul(T.local, alpha)                  # T may be a shared (cached) copy
     if beta != 0:

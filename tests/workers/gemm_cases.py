@@ -177,6 +177,14 @@ for (ta, tb), lc, dtype in itertools.product(itertools.product((False, True), re
     ref = 1.5 * (a @ b) - 0.5 * host(c, dtype)
     check(Cd, ref, 1.5 * np.abs(a) @ np.abs(b) + 0.5 * np.abs(c), dtype, f"gemm T{ta}{tb} {lc}")
     C.ok()
+# beta = 0 (C's old values ignored, NaN included) and half inputs into a float32 C
+for in_dtype in (torch.float32, torch.bfloat16):
+    m, k, n = p + 4, p + 6, 2 * p + 1
+    A, B, a, b = operands(m, k, n, dmath.row_block(), dmath.block_2d(), in_dtype)
+    Cd = dmath.from_numpy(np.full((m, n), np.nan), dmath.block_2d(), dtype=torch.float32)
+    dmath.gemm(-2.0, A, B, 0.0, Cd)
+    check(Cd, -2.0 * (a @ b), 2.0 * np.abs(a) @ np.abs(b), in_dtype, f"gemm beta=0 {in_dtype}")
+    C.ok()
 A, B, a, b = operands(6, 5, 4, dmath.row_block(), dmath.block_2d(), torch.float64)
 Cd = dmath.from_numpy(np.ones((6, 4)), dmath.block_2d())
 before, v0 = Cd.local.clone(), Cd.version
