@@ -10,6 +10,8 @@ live_bytes         bytes of the distinct storages their local pieces use
 handles            client-server: handles held (rank 0: live ones; servers: registry)
 pool               device pool: torch's caching allocator on CUDA (``reserved`` /
                    ``allocated``); host pool (``host_free``, ``host_hits``/``misses``);
+                   shared host memory (``shared_free`` pooled bytes, ``shared_blocks``
+                   live blocks, ``peer_maps`` peers' blocks mapped here);
                    ``pinned``: bytes of reused pinned staging buffers
 layout_cache       other-layout copies: entries, bytes, budget, hits, misses, evictions
 host_copies        ``to_numpy`` copies served from cache (``hits``) or fetched (``misses``)
@@ -45,12 +47,10 @@ def local_stats() -> dict:
     if ctx.device.type == "cuda":
         pool["reserved"] = torch.cuda.memory_reserved(ctx.device)
         pool["allocated"] = torch.cuda.memory_allocated(ctx.device)
-    try:
-        from .memory import HOST_POOL
-        pool.update(host_free=HOST_POOL.free_bytes, host_hits=HOST_POOL.hits,
-                    host_misses=HOST_POOL.misses)
-    except ImportError:
-        pass
+    from . import shm
+    from .memory import HOST_POOL
+    pool.update(host_free=HOST_POOL.free_bytes, host_hits=HOST_POOL.hits,
+                host_misses=HOST_POOL.misses, **shm.stats())
     comm = {"bytes_sent": STATS.total_sent,
             "bytes_received": sum(STATS.bytes_received.values())}
     if ctx.mode == "client-server":

@@ -31,11 +31,14 @@ import torch
 from .memory import HostPool
 from .mpi import MPI
 
-MAX_PEER_MAPS = 64        # peer blocks kept mapped here (least recently used dropped)
+# Peers' blocks stay mapped here for the next exchange, least recently used dropped
+# beyond these bounds: a mapping keeps a block its owner has freed alive, so the
+# bytes bound is how much such memory a rank may keep (``DMATH_SHM_PEER_MB``).
+MAX_PEER_MAPS = 64
+MAX_PEER_BYTES = int(float(os.environ.get("DMATH_SHM_PEER_MB", "1024")) * 2**20)
 _ids = itertools.count(1)
 _blocks: dict[int, tuple[int, int, int]] = {}      # address -> (fd, id, nbytes)
 _peer_maps: OrderedDict = OrderedDict()              # (pid, id) -> uint8 ndarray
-COUNTS = {"blocks": 0, "peer_maps": 0}
 
 
 def _new_block(nbytes: int) -> np.ndarray:
@@ -52,7 +55,6 @@ def _new_block(nbytes: int) -> np.ndarray:
         return np.empty(nbytes, np.uint8)
     address = block.ctypes.data
     _blocks[address] = (fd, next(_ids), nbytes)
-    COUNTS["blocks"] += 1
     weakref.finalize(block, _release, address, fd)
     return block
 
@@ -95,12 +97,18 @@ def peer_region(pid: int, offered: Sequence[int]) -> torch.Tensor:
         finally:
             os.close(f)
         _peer_maps[key] = block
-        COUNTS["peer_maps"] += 1
-        while len(_peer_maps) > MAX_PEER_MAPS:
-            _peer_maps.popitem(last=False)
+        mapped = sum(b.nbytes for b in _peer_maps.values())
+        while len(_peer_maps) > 1 and (len(_peer_maps) > MAX_PEER_MAPS or mapped > MAX_PEER_BYTES):
+            mapped -= _peer_maps.popitem(last=False)[1].nbytes
     else:
         _peer_maps.move_to_end(key)
     return torch.from_numpy(block[offset: offset + nbytes])
+
+
+def stats() -> dict:
+    """Pooled free bytes, live shared blocks, and peers' blocks mapped here."""
+    return {"shared_free": POOL.free_bytes, "shared_blocks": len(_blocks),
+            "peer_maps": len(_peer_maps)}
 
 
 def forget_peers() -> None:
