@@ -47,11 +47,14 @@ if TYPE_CHECKING:
 
 
 # -- steps ---------------------------------------------------------------------
+@dataclass(frozen=True, repr=False)
 class Step:
-    """One stage of a redistribution: local tensor in ``src`` -> local in ``dst``."""
-
+    """One stage of a redistribution: an array of global ``shape``, this rank's
+    local tensor in ``src`` -> its local tensor in ``dst`` (on ``grid``)."""
+    shape: tuple
     src: Layout
     dst: Layout
+    grid: "Grid"
 
     def run(self, local: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -60,10 +63,6 @@ class Step:
 @dataclass(frozen=True, repr=False)
 class AllReduce(Step):
     """D[..] := sum over ``axes`` of the summands P(axes)[..]."""
-    shape: tuple
-    src: Layout
-    dst: Layout
-    grid: "Grid"
     axes: tuple
 
     def __repr__(self):
@@ -76,10 +75,6 @@ class AllReduce(Step):
 @dataclass(frozen=True, repr=False)
 class ReduceScatter(Step):
     """D[S(axes) on dim] := sum over ``axes`` of P(axes)[R on dim]."""
-    shape: tuple
-    src: Layout
-    dst: Layout
-    grid: "Grid"
     axes: tuple
     dim: int
 
@@ -101,10 +96,6 @@ class ReduceScatter(Step):
 @dataclass(frozen=True, repr=False)
 class AllGather(Step):
     """D[R on dim] := concatenation of S(axes)[dim] (balanced blocks)."""
-    shape: tuple
-    src: Layout
-    dst: Layout
-    grid: "Grid"
     axes: tuple
     dim: int
 
@@ -137,10 +128,6 @@ class AllGather(Step):
 @dataclass(frozen=True, repr=False)
 class LocalSlice(Step):
     """D[S(axes)/nb on dims] := R[dims] restricted to this rank's indices; no traffic."""
-    shape: tuple
-    src: Layout
-    dst: Layout
-    grid: "Grid"
     dims: tuple
     selectors: tuple
 
@@ -154,10 +141,6 @@ class LocalSlice(Step):
 @dataclass(frozen=True, repr=False)
 class ZeroPartial(Step):
     """D := P(axes) summands: coordinate 0 on ``axes`` keeps the value, others hold 0."""
-    shape: tuple
-    src: Layout
-    dst: Layout
-    grid: "Grid"
     axes: tuple
     keep: bool
 
@@ -174,11 +157,8 @@ class AllToAll(Step):
 
     Executing a (cached) plan only makes views, copies and the exchange: the
     blocks' strided copies and offsets are worked out when the plan is made
-    (``exchange.prepare``); ``exchange.run`` says how the blocks travel."""
-    shape: tuple
-    src: Layout
-    dst: Layout
-    grid: "Grid"          # destination grid
+    (``exchange.prepare``); ``exchange.run`` says how the blocks travel.
+    ``grid`` is the destination grid, ``src_grid`` the source's."""
     src_grid: "Grid"
     in_shape: tuple       # this rank's source piece
     out_shape: tuple      # this rank's destination piece
