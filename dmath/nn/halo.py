@@ -32,12 +32,15 @@ from ..array.distribution import dim_map
 
 @dataclass(frozen=True)
 class Window:
-    """One dimension of a sliding window: taps, stride, zero padding, dilation."""
+    """One dimension of a sliding window: taps, stride, zero padding, dilation;
+    ``ceil``: pooling's ceil_mode (a last, partial window when one starts inside
+    the input or its left padding)."""
 
     kernel: int
     stride: int = 1
     padding: int = 0
     dilation: int = 1
+    ceil: bool = False
 
     def __post_init__(self):
         if self.kernel < 1 or self.stride < 1 or self.dilation < 1 or self.padding < 0:
@@ -50,7 +53,10 @@ class Window:
         return self.dilation * (self.kernel - 1) + 1
 
     def out_size(self, n: int) -> int:
-        m = (n + 2 * self.padding - self.extent) // self.stride + 1
+        room = n + 2 * self.padding - self.extent
+        m = (room + (self.stride - 1 if self.ceil and room >= 0 else 0)) // self.stride + 1
+        if self.ceil and (m - 1) * self.stride >= n + self.padding:
+            m -= 1                           # the last window would start in the right padding
         if m < 1:
             raise ValueError(f"window {self} does not fit an input of {n} positions")
         return m

@@ -201,14 +201,17 @@ def GELU(approximate: str = "none") -> Module:  # noqa: N802
     return _Stateless(activation.gelu_forward, activation.gelu_backward, approximate=approximate)
 
 
-def MaxPool2d(kernel_size, stride=None, padding=0, dilation=1) -> Module:  # noqa: N802
+def MaxPool2d(kernel_size, stride=None, padding=0, dilation=1,  # noqa: N802
+              ceil_mode: bool = False) -> Module:
     return _Stateless(pool.max_pool2d_forward, pool.max_pool2d_backward, kernel_size=kernel_size,
-                      stride=stride, padding=padding, dilation=dilation)
+                      stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
 
 
-def AvgPool2d(kernel_size, stride=None, padding=0) -> Module:  # noqa: N802
+def AvgPool2d(kernel_size, stride=None, padding=0, ceil_mode: bool = False,  # noqa: N802
+              count_include_pad: bool = True, divisor_override: int | None = None) -> Module:
     return _Stateless(pool.avg_pool2d_forward, pool.avg_pool2d_backward, kernel_size=kernel_size,
-                      stride=stride, padding=padding)
+                      stride=stride, padding=padding, ceil_mode=ceil_mode,
+                      count_include_pad=count_include_pad, divisor_override=divisor_override)
 
 
 def Flatten() -> Module:  # noqa: N802

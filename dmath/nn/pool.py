@@ -3,8 +3,11 @@
 Pooling acts per (sample, channel), so N and C may be sharded any way at no
 cost; a sharded H or W (balanced blocks; block-cyclic is redistributed to
 balanced first) gets halos exactly as a convolution does (``spatial``), the
-explicit padding being -inf for max and 0 for average pooling. y keeps x's
-layout; dx comes back in x's layout.
+explicit padding being -inf for max and 0 for average pooling. ``ceil_mode``
+(torch's: a last, partial window when it starts inside the input or its left
+padding) reads fill past the padding there; average pooling then divides by
+what torch counts (``_counts``). y keeps x's layout; dx comes back in x's
+layout.
 
     X := x piece + halos + padding;  y := pool(X);  dx := halos summed back (dpool(dy))
 """
@@ -36,13 +39,12 @@ class PoolCtx:
     kernel: tuple
     stride: tuple
     dilation: tuple
+    ceil: bool
     extra: object           # max: indices; avg: (count_include_pad, divisor_override, counts)
 
 
 def _prepare(x: DArray, op: str, kernel, stride, padding, dilation, ceil_mode: bool, fill: float):
     check_ndim(x, 4, op, "x")
-    if ceil_mode:
-        raise NotImplementedError(f"{op}: ceil_mode=True is not supported")
     kernel = pair(kernel, "kernel_size")
     stride = kernel if stride is None else pair(stride, "stride")
     padding, dilation = pair(padding, "padding"), pair(dilation, "dilation")
@@ -52,10 +54,30 @@ def _prepare(x: DArray, op: str, kernel, stride, padding, dilation, ceil_mode: b
     lay = x.layout.without_partial()
     lay = lay.replace(dims=[Dim(d.axes) if i >= 2 else d for i, d in enumerate(lay.dims)])
     xr = to_layout(x, lay)
-    windows = tuple(Window(kernel[i], stride[i], padding[i], dilation[i]) for i in range(2))
+    windows = tuple(Window(kernel[i], stride[i], padding[i], dilation[i], bool(ceil_mode))
+                    for i in range(2))
     X, halos = gather_halos(xr, windows, fill)
     out_shape = x.shape[:2] + tuple(w.out_size(n) for w, n in zip(windows, x.shape[2:]))
-    return xr, X, halos, kernel, stride, dilation, out_shape
+    return xr, X, halos, windows, out_shape
+
+
+def _params(wins) -> tuple[list, list, list]:
+    return ([w.kernel for w in wins], [w.stride for w in wins], [w.dilation for w in wins])
+
+
+def _counts(wins, sizes, halos: Halos, include_pad: bool) -> torch.Tensor:
+    """(Ho, Wo) divisors of this rank's outputs, as torch's average pooling counts
+    them: the window's inputs inside the input (and, with ``include_pad``, its
+    padding), never positions past the padding (ceil_mode's last window)."""
+    per_dim = []
+    for i, (w, n) in enumerate(zip(wins, sizes)):
+        entry = halos.plans[i]
+        o0, o1 = entry[0].out if entry is not None else (0, w.out_size(n))
+        lo, hi = (-w.padding, n + w.padding) if include_pad else (0, n)
+        pos = (torch.arange(o0, o1)[:, None] * w.stride - w.padding
+               + torch.arange(w.kernel)[None, :] * w.dilation)
+        per_dim.append(((pos >= lo) & (pos < hi)).sum(1).to(torch.float64))
+    return per_dim[0][:, None] * per_dim[1][None, :]
 
 
 def _empty_out(X: torch.Tensor, halos: Halos) -> torch.Tensor:
@@ -65,14 +87,14 @@ def _empty_out(X: torch.Tensor, halos: Halos) -> torch.Tensor:
 def max_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, dilation=1,
                        ceil_mode: bool = False) -> tuple[DArray, PoolCtx]:
     """``torch.nn.functional.max_pool2d`` on a distributed x; returns (y, ctx)."""
-    xr, X, h, k, s, d, out_shape = _prepare(x, "max_pool2d", kernel_size, stride, padding,
-                                            dilation, ceil_mode, float("-inf"))
+    xr, X, h, wins, out_shape = _prepare(x, "max_pool2d", kernel_size, stride, padding,
+                                         dilation, ceil_mode, float("-inf"))
+    k, s, d = _params(wins)
     if h.empty:
         y, idx = _empty_out(X, h), None
     else:
-        y, idx = _aten.max_pool2d_with_indices(X, list(k), list(s), list(h.torch_padding),
-                                               list(d), False)
-    ctx = PoolCtx("max", (x.layout, xr.layout), x.shape, x.grid, X, h, k, s, d, idx)
+        y, idx = _aten.max_pool2d_with_indices(X, k, s, list(h.torch_padding), d, ceil_mode)
+    ctx = PoolCtx("max", (x.layout, xr.layout), x.shape, x.grid, X, h, k, s, d, ceil_mode, idx)
     return DArray(y, out_shape, xr.layout, x.grid), ctx
 
 
@@ -80,20 +102,20 @@ def avg_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, ceil_mode
                        count_include_pad: bool = True,
                        divisor_override: int | None = None) -> tuple[DArray, PoolCtx]:
     """``torch.nn.functional.avg_pool2d`` on a distributed x; returns (y, ctx)."""
-    xr, X, h, k, s, d, out_shape = _prepare(x, "avg_pool2d", kernel_size, stride, padding, 1,
-                                            ceil_mode, 0.0)
+    xr, X, h, wins, out_shape = _prepare(x, "avg_pool2d", kernel_size, stride, padding, 1,
+                                         ceil_mode, 0.0)
+    k, s, d = _params(wins)
     counts = None
-    explicit = any(h.pad)
     if h.empty:
         y = _empty_out(X, h)
-    elif count_include_pad or divisor_override is not None or not explicit:
-        y = F.avg_pool2d(X, k, s, h.torch_padding, False, count_include_pad, divisor_override)
-    else:   # padding partly explicit: divide window sums by the count of real inputs
-        mask = F.pad(X.new_ones((1, 1) + tuple(n - a - b for n, (a, b) in zip(
-            X.shape[2:], (h.pad[2:], h.pad[:2])))), h.pad)
-        counts = F.avg_pool2d(mask, k, s, h.torch_padding, divisor_override=1)
-        y = F.avg_pool2d(X, k, s, h.torch_padding, divisor_override=1) / counts
-    ctx = PoolCtx("avg", (x.layout, xr.layout), x.shape, x.grid, X, h, k, s, d,
+    elif divisor_override is not None or not any(h.pad) or (count_include_pad and not ceil_mode):
+        # torch sees every boundary it must count (explicit zeros are padding here)
+        y = F.avg_pool2d(X, k, s, h.torch_padding, ceil_mode, count_include_pad,
+                         divisor_override)
+    else:   # padding partly explicit: divide window sums by what torch would count
+        counts = _counts(wins, x.shape[2:], h, count_include_pad).to(X)
+        y = F.avg_pool2d(X, k, s, h.torch_padding, ceil_mode, True, 1) / counts
+    ctx = PoolCtx("avg", (x.layout, xr.layout), x.shape, x.grid, X, h, k, s, d, ceil_mode,
                   (count_include_pad, divisor_override, counts))
     return DArray(y, out_shape, xr.layout, x.grid), ctx
 
@@ -111,8 +133,8 @@ def max_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
         dX = torch.zeros_like(ctx.X)
     else:
         dX = _aten.max_pool2d_with_indices_backward(
-            g, ctx.X, list(ctx.kernel), list(ctx.stride), list(ctx.halos.torch_padding),
-            list(ctx.dilation), False, ctx.extra)
+            g, ctx.X, ctx.kernel, ctx.stride, list(ctx.halos.torch_padding), ctx.dilation,
+            ctx.ceil, ctx.extra)
     return _finish(dX, ctx)
 
 
@@ -124,16 +146,17 @@ def avg_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
     if ctx.halos.empty:
         dX = torch.zeros_like(ctx.X)
     elif counts is None:
-        dX = _aten.avg_pool2d_backward(g, ctx.X, list(ctx.kernel), list(ctx.stride), pad, False,
+        dX = _aten.avg_pool2d_backward(g, ctx.X, ctx.kernel, ctx.stride, pad, ctx.ceil,
                                        include, divisor)
     else:
-        dX = _aten.avg_pool2d_backward(g / counts, ctx.X, list(ctx.kernel), list(ctx.stride),
-                                       pad, False, True, 1)
+        dX = _aten.avg_pool2d_backward(g / counts, ctx.X, ctx.kernel, ctx.stride, pad, ctx.ceil,
+                                       True, 1)
     return _finish(dX, ctx)
 
 
-def max_pool2d(x: DArray, kernel_size, stride=None, padding=0, dilation=1) -> DArray:
-    return max_pool2d_forward(x, kernel_size, stride, padding, dilation)[0]
+def max_pool2d(x: DArray, kernel_size, stride=None, padding=0, dilation=1,
+               ceil_mode: bool = False) -> DArray:
+    return max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode)[0]
 
 
 def avg_pool2d(x: DArray, kernel_size, stride=None, padding=0, **kwargs) -> DArray:

@@ -40,6 +40,15 @@ POOLS = [
     ("avg", dict(kernel_size=3, stride=1, padding=1)),
     ("avg", dict(kernel_size=3, stride=2, padding=1, count_include_pad=False)),
     ("avg", dict(kernel_size=2, stride=2, divisor_override=3)),
+    # ceil_mode: a last, partial window on H and/or W (shapes differ from floor mode)
+    ("max", dict(kernel_size=2, stride=2, ceil_mode=True)),
+    ("max", dict(kernel_size=(3, 2), stride=(2, 3), padding=(1, 0), ceil_mode=True)),
+    ("avg", dict(kernel_size=(4, 3), stride=(3, 3), padding=(1, 1), ceil_mode=True)),
+    ("avg", dict(kernel_size=2, stride=2, ceil_mode=True)),
+    ("avg", dict(kernel_size=(4, 3), stride=(3, 3), padding=(1, 1), ceil_mode=True,
+                 count_include_pad=False)),
+    ("avg", dict(kernel_size=(3, 2), stride=(2, 3), padding=(1, 0), ceil_mode=True,
+                 divisor_override=5)),
 ]
 for grid, a, b in grids:
     for i, (kind, kw) in enumerate(POOLS):
