@@ -18,8 +18,8 @@ program. ``init(workers=N)`` from a plain process spawns the other ranks.
 from __future__ import annotations
 
 import atexit
-import sys
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
