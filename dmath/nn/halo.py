@@ -14,9 +14,10 @@ ranks), and with a stride the range may skip part of the rank's own block.
 Positions outside ``[0, n)`` are padding, added locally.
 
 ``plan_halo`` is pure and cached: for every peer the global ranges to send and
-receive. ``exchange`` runs one all-to-all-v over the dimension's communicator
-(only halo rows travel; nothing at all when no rank needs a halo) and returns
-the extended local piece; ``exchange_grad`` is its transpose: gradient pieces
+receive. ``exchange`` sends the halo slabs point to point to the ranks that
+need them (``Comm.exchange``: a message per neighbour, none at all when no
+rank needs a halo, so the cost does not grow with the number of ranks) and
+returns the extended local piece; ``exchange_grad`` is its transpose: gradient pieces
 go back to their owners and are summed there.
 """
 from __future__ import annotations
@@ -88,20 +89,6 @@ class HaloPlan:
     send: tuple
     traffic: bool               # whether any rank sends anything to another
 
-    def recv_counts(self, other: int) -> list[int]:
-        counts = [0] * self.parts
-        for q, a, b in self.recv:
-            if q != self.me:
-                counts[q] = (b - a) * other
-        return counts
-
-    def send_counts(self, other: int) -> list[int]:
-        counts = [0] * self.parts
-        for q, a, b in self.send:
-            if q != self.me:
-                counts[q] = (b - a) * other
-        return counts
-
 
 def _blocks(n: int, parts: int) -> list[tuple[int, int]]:
     m = dim_map(n, parts, None)
@@ -139,25 +126,22 @@ def _other(t: torch.Tensor, dim: int) -> int:
 
 
 def exchange(local: torch.Tensor, dim: int, plan: HaloPlan, comm) -> torch.Tensor:
-    """Extended piece: the input positions ``plan.fetch`` along ``dim`` (no fill)."""
+    """Extended piece: the input positions ``plan.fetch`` along ``dim`` (no fill).
+    Halo slabs travel point to point, to and from the neighbours only."""
     start = plan.block[0]
     mine = {q: local.narrow(dim, a - start, b - a) for q, a, b in plan.send}
     if not plan.traffic:
         assert all(q == plan.me for q, _, _ in plan.recv)
         return mine[plan.me] if plan.me in mine else local.narrow(dim, 0, 0)
     other = _other(local, dim)
-    outgoing = [mine[q].reshape(-1) for q, _, _ in plan.send if q != plan.me]
-    sendbuf = torch.cat(outgoing) if outgoing else local.new_empty(0)
-    flat = comm.alltoallv(sendbuf, plan.send_counts(other), plan.recv_counts(other))
-    pieces, off = [], 0
+    got = comm.exchange({q: mine[q] for q, _, _ in plan.send if q != plan.me},
+                        {q: (b - a) * other for q, a, b in plan.recv if q != plan.me},
+                        local.dtype, local.device)
+    pieces = []
     for q, a, b in plan.recv:
-        if q == plan.me:
-            pieces.append(mine[q])
-            continue
         shape = list(local.shape)
         shape[dim] = b - a
-        pieces.append(flat[off: off + (b - a) * other].view(shape))
-        off += (b - a) * other
+        pieces.append(mine[q] if q == plan.me else got[q].view(shape))
     if not pieces:
         return local.narrow(dim, 0, 0)
     return torch.cat(pieces, dim) if len(pieces) > 1 else pieces[0]
@@ -177,15 +161,12 @@ def exchange_grad(d_ext: torch.Tensor, dim: int, plan: HaloPlan, comm) -> torch.
     if not plan.traffic:
         return out
     other = _other(out, dim)
-    outgoing = [own[q].reshape(-1) for q, _, _ in plan.recv if q != plan.me]
-    sendbuf = torch.cat(outgoing) if outgoing else d_ext.new_empty(0)
-    flat = comm.alltoallv(sendbuf, plan.recv_counts(other), plan.send_counts(other))
-    off = 0
+    got = comm.exchange({q: own[q] for q, _, _ in plan.recv if q != plan.me},
+                        {q: (b - a) * other for q, a, b in plan.send if q != plan.me},
+                        d_ext.dtype, d_ext.device)
     for q, a, b in plan.send:
-        if q == plan.me:
-            continue
-        piece_shape = list(shape)
-        piece_shape[dim] = b - a
-        out.narrow(dim, a - start, b - a).add_(flat[off: off + (b - a) * other].view(piece_shape))
-        off += (b - a) * other
+        if q != plan.me:
+            piece_shape = list(shape)
+            piece_shape[dim] = b - a
+            out.narrow(dim, a - start, b - a).add_(got[q].view(piece_shape))
     return out

@@ -87,10 +87,13 @@ class Comm:
 
     # -- data plane: tensors -------------------------------------------------
     def _transport(self, t: torch.Tensor) -> Transport:
-        if t.device.type == "cpu":
+        return self._transport_for(t.device)
+
+    def _transport_for(self, device: torch.device) -> Transport:
+        if device.type == "cpu":
             return self.host
         if self.device_transport is None:
-            raise RuntimeError(f"no transport for {t.device} tensors on {self!r}")
+            raise RuntimeError(f"no transport for {device} tensors on {self!r}")
         return self.device_transport
 
     @staticmethod
@@ -151,6 +154,19 @@ class Comm:
         """Whether ``push_alltoall`` works here: all ranks on one host, allowed to map
         each other's shared blocks (collective on first call; ``DMATH_SHM=0``: never)."""
         return self.size > 1 and self.host.shared()
+
+    def exchange(self, sends: dict, recvs: dict, dtype: torch.dtype,
+                 device: torch.device) -> dict:
+        """Point to point with a few peers (halos): ``sends[q]`` (any shape) goes to
+        rank q, ``recvs[q]`` elements come from rank q; returns {q: flat tensor}.
+        Every rank lists the peers it exchanges with; no other rank takes part."""
+        item = torch.empty(0, dtype=dtype).element_size()
+        STATS.record("sendrecv", sum(t.numel() for t in sends.values()) * item,
+                     sum(recvs.values()) * item)
+        if not sends and not recvs:
+            return {}
+        flat = {q: self._flat(t) for q, t in sends.items()}
+        return self._transport_for(device).exchange(flat, recvs, dtype, device)
 
     def reduce_scatterv(self, t: torch.Tensor, counts: Sequence[int], op: str = "sum") -> torch.Tensor:
         """Reduce flat ``t`` over the group; rank i keeps the i-th chunk of ``counts``."""

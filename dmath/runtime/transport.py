@@ -26,6 +26,7 @@ from .memory import empty_like_device
 from .mpi import MPI
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN", "prod": "PROD"}
+_P2P_TAG = 0x7E60           # ``exchange``'s messages (one per peer and call)
 
 # Types that travel as raw bytes of the same width when MPI has no type for them.
 _MOVE_AS = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.bool: torch.uint8}
@@ -75,6 +76,12 @@ class Transport:
         raise NotImplementedError
 
     def gatherv(self, t: torch.Tensor, counts: Sequence[int], root: int) -> torch.Tensor | None:
+        raise NotImplementedError
+
+    def exchange(self, sends: dict, recvs: dict, dtype: torch.dtype,
+                 device: torch.device) -> dict:
+        """Point to point with a few peers: send ``sends[q]`` (flat) to rank q and
+        receive ``recvs[q]`` elements from rank q; returns the received tensors."""
         raise NotImplementedError
 
     def can_reduce(self, dtype: torch.dtype) -> bool:
@@ -135,6 +142,13 @@ class HostMPI(Transport):
                 if t != MPI.BYTE:
                     t.Free()
 
+    def exchange(self, sends, recvs, dtype, device):
+        out = {q: empty_like_device(n, dtype, device) for q, n in recvs.items()}
+        reqs = [self.mpi.Irecv(self._buf(b), source=q, tag=_P2P_TAG) for q, b in out.items()]
+        reqs += [self.mpi.Isend(self._buf(t), dest=q, tag=_P2P_TAG) for q, t in sends.items()]
+        MPI.Request.Waitall(reqs)
+        return out
+
     def push_alltoall(self, out: torch.Tensor | None, pushes: dict, then=None) -> bool:
         """An all-to-all in which senders write straight into their receivers'
         memory (``shared()`` must be true). Every rank offers ``out`` (a tensor
@@ -192,6 +206,10 @@ class CudaAwareMPI(HostMPI):
     def allreduce(self, t, op):
         torch.cuda.current_stream().synchronize()
         return super().allreduce(t, op)
+
+    def exchange(self, sends, recvs, dtype, device):
+        torch.cuda.current_stream().synchronize()
+        return super().exchange(sends, recvs, dtype, device)
 
 
 class PinnedPool:
@@ -253,6 +271,11 @@ class StagedMPI(Transport):
     def gatherv(self, t, counts, root):
         return self._up(self.host.gatherv(self._down(t), counts, root), t.device)
 
+    def exchange(self, sends, recvs, dtype, device):
+        down = {q: self._down(t, slot=i) for i, (q, t) in enumerate(sends.items())}
+        got = self.host.exchange(down, recvs, dtype, torch.device("cpu"))
+        return {q: self._up(t, device) for q, t in got.items()}
+
 
 class NCCL(Transport):
     """torch.distributed NCCL process group over the ranks of one MPI group."""
@@ -306,3 +329,14 @@ class NCCL(Transport):
     def gatherv(self, t, counts, root):
         out = self.allgatherv(t, counts)
         return out if self.mpi.Get_rank() == root else None
+
+    def exchange(self, sends, recvs, dtype, device):
+        dist = self.dist
+        peer = (lambda q: q) if self.group is None else \
+            (lambda q: dist.get_global_rank(self.group, q))
+        out = {q: torch.empty(n, dtype=dtype, device=device) for q, n in recvs.items()}
+        ops = [dist.P2POp(dist.irecv, b, peer(q), self.group) for q, b in out.items() if len(b)]
+        ops += [dist.P2POp(dist.isend, t, peer(q), self.group) for q, t in sends.items() if len(t)]
+        for req in dist.batch_isend_irecv(ops) if ops else ():
+            req.wait()
+        return out
