@@ -122,6 +122,24 @@ def test_same_results_in_both_modes(tmp_path):
     assert np.allclose(spmd["A @ I"], X @ np.eye(X.shape[1], X.shape[0], k=1))   # and right
 
 
+def test_nn_same_results_in_both_modes(tmp_path):
+    """dmath.nn (functional ops with their contexts, layers, SGD, loss scaler) as
+    client-server commands: bit for bit what SPMD mode computes (checked against
+    torch in test_nn); the GradReducer says it is SPMD-only."""
+    got = {}
+    for mode in ("spmd", "client-server"):
+        out = tmp_path / f"{mode}.npz"
+        run_mpi(WORKERS / "cs_nn.py", 3, mode, str(out), timeout=600)
+        got[mode] = np.load(out)
+    spmd, cs = got["spmd"], got["client-server"]
+    assert sorted(spmd.files) == sorted(cs.files) and len(spmd.files) > 30
+    for k in spmd.files:
+        if k != "reducer":
+            assert np.array_equal(spmd[k], cs[k]), k
+    assert str(spmd["reducer"]) == "made" and str(cs["reducer"]) == "SPMD-only"
+    assert float(spmd["step 1 loss"]) < float(spmd["step 0 loss"])
+
+
 # -- leaving the session ------------------------------------------------------------------------
 @pytest.mark.parametrize("how,code", [("normal", 0), ("exception", 1), ("kill", None)])
 def test_mpiexec_session_ends_cleanly(how, code):

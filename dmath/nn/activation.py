@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from ..array import DArray, Layout, global_indices
 from ..ops import random as _random
+from ..runtime.dispatch import command, register_handle_type
 from ._common import finish_grad, full_sum, partial, same_grid, to_layout
 
 _aten = torch.ops.aten
@@ -27,6 +28,7 @@ def _like(x: DArray, local: torch.Tensor) -> DArray:
 
 
 # -- ReLU / GELU -------------------------------------------------------------------
+@command
 def relu_forward(x: DArray) -> tuple[DArray, DArray]:
     """y = max(x, 0); the ctx is y itself."""
     x = full_sum(x)
@@ -34,24 +36,28 @@ def relu_forward(x: DArray) -> tuple[DArray, DArray]:
     return y, y
 
 
+@command
 def relu_backward(dy: DArray, ctx: DArray) -> DArray:
     """dx = dy where y > 0 (torch's ``threshold_backward``)."""
     g = to_layout(dy, ctx.layout).local.to(ctx.dtype)
     return _like(ctx, _aten.threshold_backward(g, ctx.local, 0))
 
 
+@register_handle_type
 @dataclass
 class GeluCtx:
     x: DArray
     approximate: str
 
 
+@command
 def gelu_forward(x: DArray, approximate: str = "none") -> tuple[DArray, GeluCtx]:
     """y = GELU(x) (``approximate="tanh"`` for the tanh form)."""
     x = full_sum(x)
     return _like(x, F.gelu(x.local, approximate=approximate)), GeluCtx(x, approximate)
 
 
+@command
 def gelu_backward(dy: DArray, ctx: GeluCtx) -> DArray:
     g = to_layout(dy, ctx.x.layout).local.to(ctx.x.dtype)
     return _like(ctx.x, _aten.gelu_backward(g, ctx.x.local, approximate=ctx.approximate))
@@ -68,12 +74,14 @@ def dropout_mask(shape, layout: Layout, grid, p: float, seed: int | None,
     return keep.to(dtype) * (1.0 / (1.0 - p))
 
 
+@register_handle_type
 @dataclass
 class DropoutCtx:
     layout: Layout
     mask: torch.Tensor | None   # this rank's keep/(1-p); None when nothing drops
 
 
+@command
 def dropout_forward(x: DArray, p: float = 0.5, *, seed: int | None = None,
                     training: bool = True) -> tuple[DArray, DropoutCtx]:
     """Zero each element with probability ``p``, scale the rest by 1/(1-p).
@@ -89,6 +97,7 @@ def dropout_forward(x: DArray, p: float = 0.5, *, seed: int | None = None,
     return _like(x, x.local * mask), DropoutCtx(x.layout, mask)
 
 
+@command
 def dropout_backward(dy: DArray, ctx: DropoutCtx) -> DArray:
     """dx = dy * mask."""
     dy = full_sum(to_layout(dy, ctx.layout))
@@ -96,6 +105,7 @@ def dropout_backward(dy: DArray, ctx: DropoutCtx) -> DArray:
 
 
 # -- bias add ---------------------------------------------------------------------
+@register_handle_type
 @dataclass
 class BiasCtx:
     x_layout: Layout
@@ -108,6 +118,7 @@ def _bias_view(b: torch.Tensor, ndim: int) -> torch.Tensor:
     return b.view((1, -1) + (1,) * (ndim - 2))
 
 
+@command
 def bias_add_forward(x: DArray, b: DArray) -> tuple[DArray, BiasCtx]:
     """y = x + b along dim 1 (channels of NCHW, features of (N, F))."""
     same_grid("bias_add", x, b)
@@ -119,6 +130,7 @@ def bias_add_forward(x: DArray, b: DArray) -> tuple[DArray, BiasCtx]:
     return y, BiasCtx(x.layout, b.layout, x.grid, x.shape)
 
 
+@command
 def bias_add_backward(dy: DArray, ctx: BiasCtx, *, reduce: bool = True) -> tuple[DArray, DArray]:
     """(dx, db): dx = dy; db = dy summed over every dim but 1 (and over ranks)."""
     dy = full_sum(to_layout(dy, ctx.x_layout))

@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from ..array import DArray, Layout
+from ..runtime.dispatch import command, register_handle_type
 from ._common import (block_range, check_ndim, finish_grad, pair, partial, resolved, same_grid,
                       to_layout)
 from .halo import Window
@@ -118,6 +119,7 @@ def _plan(x_shape, w_shape, stride, padding, dilation, groups: int, spec, grid, 
                  (c0, c1))
 
 
+@register_handle_type
 @dataclass
 class ConvCtx:
     """What ``conv2d_backward`` needs from the forward pass."""
@@ -143,6 +145,7 @@ def _windows(w_shape, stride, padding, dilation) -> tuple[Window, Window]:
     return tuple(Window(w_shape[2 + i], stride[i], padding[i], dilation[i]) for i in range(2))
 
 
+@command
 def conv2d_forward(x: DArray, w: DArray, b: DArray | None = None, stride=1, padding=0,
                    dilation=1, groups: int = 1, *, layout: "str | ConvLayout" = "auto",
                    memory_bytes: float | None = None) -> tuple[DArray, ConvCtx]:
@@ -186,6 +189,7 @@ def _span(r: tuple[int, int]) -> tuple[int, int]:
     return r[0], r[1] - r[0]
 
 
+@command
 def conv2d_backward(dy: DArray, ctx: ConvCtx, *, reduce: bool = True,
                     need_dx: bool = True) -> tuple[DArray | None, DArray, DArray | None]:
     """(dx, dw, db) for ``dy`` = dL/dy; dx in x's layout; dw, db in w's and b's
@@ -232,6 +236,7 @@ def conv2d_backward(dy: DArray, ctx: ConvCtx, *, reduce: bool = True,
     return dx, dw, db
 
 
+@command
 def conv2d(x: DArray, w: DArray, b: DArray | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1, *, layout: "str | ConvLayout" = "auto") -> DArray:
     """Forward only: ``conv2d_forward(...)[0]``."""

@@ -33,7 +33,7 @@ import torch
 
 from ..array import DArray, Dim
 from ..array.distribution import dim_map
-from ..runtime import STATS
+from ..runtime import STATS, dispatch
 from ..runtime.mpi import MPI
 
 MODES = ("allreduce", "reduce_scatter")
@@ -132,6 +132,11 @@ class GradReducer:
 
     def __init__(self, *, bucket_bytes: int = 4 << 20, mode: str = "allreduce",
                  compress: torch.dtype | None = None):
+        if dispatch.is_client():
+            raise RuntimeError("GradReducer overlaps non-blocking collectives on every rank "
+                               "and is SPMD-only: use dmath.init(mode='spmd'), or in "
+                               "client-server mode call backward without a reducer (each "
+                               "gradient is then reduced at once)")
         if mode not in MODES:
             raise ValueError(f"GradReducer mode must be one of {MODES}, got {mode!r}")
         if compress is not None and compress not in _HALF:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ..array import DArray, Dim, Layout
 from ..linalg import matmul as _linalg_matmul
+from ..runtime.dispatch import command, register_handle_type
 from ._common import check_ndim, finish_grad, full_sum, live_axes, same_grid, to_layout
 
 
@@ -45,6 +46,7 @@ def product_layout(a: DArray, b: DArray) -> Layout:
     return Layout(m, n, partial=live_axes(a.grid, k.axes))
 
 
+@command
 def matmul(a: DArray, b: DArray) -> DArray:
     """a @ b for 2-D DArrays through ``dmath.linalg.matmul``, asking for
     ``product_layout`` (partial sums stay partial for the caller to reduce)."""
@@ -52,6 +54,7 @@ def matmul(a: DArray, b: DArray) -> DArray:
     return _linalg_matmul(a, b, out_layout=product_layout(a, b))
 
 
+@register_handle_type
 @dataclass
 class LinearCtx:
     x: DArray
@@ -62,6 +65,7 @@ class LinearCtx:
     y_layout: Layout
 
 
+@command
 def linear_forward(x: DArray, w: DArray, b: DArray | None = None) -> tuple[DArray, LinearCtx]:
     """``torch.nn.functional.linear``: y = x @ w.T + b, y summed (no partial axes)."""
     check_ndim(x, 2, "linear", "x")
@@ -79,6 +83,7 @@ def linear_forward(x: DArray, w: DArray, b: DArray | None = None) -> tuple[DArra
     return y, ctx
 
 
+@command
 def linear_backward(dy: DArray, ctx: LinearCtx, *, reduce: bool = True,
                     need_dx: bool = True) -> tuple[DArray | None, DArray, DArray | None]:
     """(dx, dw, db); dx in x's layout (None if not ``need_dx``), dw/db in w's/b's
@@ -96,6 +101,7 @@ def linear_backward(dy: DArray, ctx: LinearCtx, *, reduce: bool = True,
     return dx, dw, db
 
 
+@command
 def flatten_forward(x: DArray) -> tuple[DArray, tuple]:
     """(N, ...) -> (N, prod(...)): x gathered to [batch, R, ...] and reshaped locally."""
     xr = to_layout(x, Layout(x.layout.dims[0]))
@@ -105,6 +111,7 @@ def flatten_forward(x: DArray) -> tuple[DArray, tuple]:
     return y, (x.shape, x.layout, xr.layout)
 
 
+@command
 def flatten_backward(dy: DArray, ctx: tuple) -> DArray:
     shape, given, used = ctx
     g = to_layout(dy, Layout(used.dims[0]))

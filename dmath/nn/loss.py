@@ -24,11 +24,13 @@ import torch
 
 from ..array import DArray, Layout, global_indices
 from ..ops import full, reductions
+from ..runtime.dispatch import command, register_handle_type
 from ._common import check_ndim, full_sum, live_axes, same_grid, to_layout
 
 REDUCTIONS = ("none", "sum", "mean")
 
 
+@register_handle_type
 @dataclass
 class ReduceCtx:
     reduction: str
@@ -37,6 +39,7 @@ class ReduceCtx:
     grid: object
 
 
+@command
 def reduce_loss_forward(losses: DArray, reduction: str = "mean") -> tuple[DArray, ReduceCtx]:
     """``losses`` summed / averaged over every element (or left as they are)."""
     if reduction not in REDUCTIONS:
@@ -48,6 +51,7 @@ def reduce_loss_forward(losses: DArray, reduction: str = "mean") -> tuple[DArray
     return out, ctx
 
 
+@command
 def reduce_loss_backward(dloss: "DArray | float | None", ctx: ReduceCtx) -> DArray:
     """d(losses) for ``dloss`` = dL/d(reduced loss) (a number or 0-d array; None = 1)."""
     if ctx.reduction == "none":
@@ -60,6 +64,7 @@ def reduce_loss_backward(dloss: "DArray | float | None", ctx: ReduceCtx) -> DArr
     return full(ctx.shape, g, dtype=torch.float64, layout=ctx.layout, grid=ctx.grid)
 
 
+@register_handle_type
 @dataclass
 class CrossEntropyCtx:
     logits_layout: Layout
@@ -75,6 +80,7 @@ def _acc(t: torch.dtype) -> torch.dtype:
     return torch.float64 if t == torch.float64 else torch.float32
 
 
+@command
 def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str = "mean"
                                   ) -> tuple[DArray, CrossEntropyCtx]:
     """``torch.nn.functional.cross_entropy(logits, target)`` for logits (N, K) and
@@ -111,6 +117,7 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
     return loss, ctx
 
 
+@command
 def softmax_cross_entropy_backward(dloss: "DArray | float | None",
                                    ctx: CrossEntropyCtx) -> DArray:
     """dlogits in the logits' layout."""
@@ -120,12 +127,14 @@ def softmax_cross_entropy_backward(dloss: "DArray | float | None",
     return DArray(g.to(ctx.dtype), ctx.shape, ctx.logits_layout, ctx.grid)
 
 
+@register_handle_type
 @dataclass
 class MSECtx:
     diff: DArray
     reduce: ReduceCtx
 
 
+@command
 def mse_loss_forward(x: DArray, target: DArray, reduction: str = "mean") -> tuple[DArray, MSECtx]:
     """``torch.nn.functional.mse_loss``: (x - target)^2, reduced."""
     same_grid("mse_loss", x, target)
@@ -138,6 +147,7 @@ def mse_loss_forward(x: DArray, target: DArray, reduction: str = "mean") -> tupl
     return loss, MSECtx(diff, rctx)
 
 
+@command
 def mse_loss_backward(dloss: "DArray | float | None", ctx: MSECtx) -> DArray:
     d = to_layout(reduce_loss_backward(dloss, ctx.reduce), ctx.diff.layout).local
     return DArray(2 * ctx.diff.local * d.to(ctx.diff.dtype), ctx.diff.shape, ctx.diff.layout,

@@ -25,9 +25,11 @@ from functools import lru_cache
 import torch
 
 from ..array import DArray, Layout
+from ..runtime.dispatch import command, register_handle_type
 from ._common import full_sum, live_axes, resolved, same_grid, to_layout
 
 
+@register_handle_type
 @dataclass
 class BatchNormCtx:
     x_layout: Layout
@@ -78,6 +80,7 @@ def _stats(x: torch.Tensor, comm, dims: list[int], count: int) -> tuple[torch.Te
     return g_mean, g_m2 / max(count, 1)
 
 
+@command
 def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | None = None,
                        running_mean: DArray | None = None, running_var: DArray | None = None, *,
                        training: bool = True, momentum: float = 0.1,
@@ -122,6 +125,7 @@ def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | No
     return DArray(y.to(xl.dtype), x.shape, x.layout, grid), ctx
 
 
+@command
 def batch_norm_backward(dy: DArray, ctx: BatchNormCtx) -> tuple[DArray, DArray | None,
                                                                DArray | None]:
     """(dx, dgamma, dbeta), dgamma/dbeta in gamma's/beta's layouts (summed over ranks)."""

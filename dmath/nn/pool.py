@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ..array import DArray, Dim
+from ..runtime.dispatch import command, register_handle_type
 from ._common import check_ndim, pair, to_layout
 from .halo import Window
 from .spatial import Halos, gather_halos
@@ -26,6 +27,7 @@ from .spatial import Halos, gather_halos
 _aten = torch.ops.aten
 
 
+@register_handle_type
 @dataclass
 class PoolCtx:
     """What ``max_pool2d_backward`` / ``avg_pool2d_backward`` need."""
@@ -84,6 +86,7 @@ def _empty_out(X: torch.Tensor, halos: Halos) -> torch.Tensor:
     return X.new_zeros(X.shape[:2] + halos.out_local)
 
 
+@command
 def max_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, dilation=1,
                        ceil_mode: bool = False) -> tuple[DArray, PoolCtx]:
     """``torch.nn.functional.max_pool2d`` on a distributed x; returns (y, ctx)."""
@@ -98,6 +101,7 @@ def max_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, dilation=
     return DArray(y, out_shape, xr.layout, x.grid), ctx
 
 
+@command
 def avg_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                        count_include_pad: bool = True,
                        divisor_override: int | None = None) -> tuple[DArray, PoolCtx]:
@@ -126,6 +130,7 @@ def _finish(dX: torch.Tensor, ctx: PoolCtx) -> DArray:
     return to_layout(dx, given)
 
 
+@command
 def max_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
     """dx for dy = dL/dy of ``max_pool2d_forward``, in x's layout."""
     g = to_layout(dy, ctx.x_layouts[1]).local.to(ctx.X.dtype)
@@ -138,6 +143,7 @@ def max_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
     return _finish(dX, ctx)
 
 
+@command
 def avg_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
     """dx for dy = dL/dy of ``avg_pool2d_forward``, in x's layout."""
     g = to_layout(dy, ctx.x_layouts[1]).local.to(ctx.X.dtype)
@@ -154,11 +160,13 @@ def avg_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
     return _finish(dX, ctx)
 
 
+@command
 def max_pool2d(x: DArray, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False) -> DArray:
     return max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode)[0]
 
 
+@command
 def avg_pool2d(x: DArray, kernel_size, stride=None, padding=0, **kwargs) -> DArray:
     return avg_pool2d_forward(x, kernel_size, stride, padding, **kwargs)[0]
 

@@ -20,6 +20,7 @@ import torch
 
 from ..array import DArray
 from ..runtime import world
+from ..runtime.dispatch import command
 from ._common import to_layout
 
 
@@ -55,12 +56,26 @@ class Param:
         return f"Param({self.name!r}, {self.master!r})"
 
 
+@command
 def sgd_step(params: Iterable[Param], lr: float) -> None:
     """master -= lr * grad, in place (no communication)."""
     for p in params:
         if p.grad is not None:
             p.master.local.sub_(lr * p.grad.local)
             p.master.touch()
+
+
+@command(sync=True)
+def _unscale(params: list, scale: float) -> bool:
+    bad = 0.0
+    for p in params:
+        if p.grad is not None:
+            p.grad.local.mul_(1.0 / scale)
+            p.grad.touch()
+            if not bool(torch.isfinite(p.grad.local).all()):
+                bad = 1.0
+    flag = world().allreduce(torch.tensor([bad]), "max")
+    return flag.item() == 0.0
 
 
 class LossScaler:
@@ -75,15 +90,7 @@ class LossScaler:
 
     def unscale(self, params: Iterable[Param]) -> bool:
         """Divide every grad by ``scale``; True when all are finite on every rank."""
-        bad = 0.0
-        for p in params:
-            if p.grad is not None:
-                p.grad.local.mul_(1.0 / self.scale)
-                p.grad.touch()
-                if not bool(torch.isfinite(p.grad.local).all()):
-                    bad = 1.0
-        flag = world().allreduce(torch.tensor([bad]), "max")
-        return flag.item() == 0.0
+        return _unscale(list(params), self.scale)
 
     def update(self, finite: bool) -> None:
         """Back off after an overflow; grow after ``growth_interval`` clean steps."""
