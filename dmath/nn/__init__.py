@@ -8,11 +8,9 @@ mixed parallel, chosen by a cost model (``choose_conv_layout``) or by name.
 Layer objects (``Conv2d``, ``Sequential``, ...) wrap the functional core.
 
 Every functional op is a command (``@dmath.command``) and every saved context
-a handle type, so the ops, the layers built on them, ``sgd_step`` and
-``LossScaler`` run the same in client-server mode (rank 0 drives) as in SPMD
-mode. ``GradReducer``, whose non-blocking collectives live on every rank, is
-SPMD-only; in client-server mode a layer's ``backward`` without a reducer sums
-each gradient at once.
+a handle type, so the ops, the layers built on them, ``sgd_step``,
+``LossScaler`` and ``GradReducer`` (one per rank, under one handle) run the
+same in client-server mode (rank 0 drives) as in SPMD mode.
 """
 from .activation import (bias_add_backward, bias_add_forward, dropout_backward, dropout_forward,
                          dropout_mask, gelu_backward, gelu_forward, relu_backward, relu_forward)

@@ -34,6 +34,7 @@ import torch
 from ..array import DArray, Dim
 from ..array.distribution import dim_map
 from ..runtime import STATS, dispatch
+from ..runtime.dispatch import command, register_handle_type
 from ..runtime.mpi import MPI
 
 MODES = ("allreduce", "reduce_scatter")
@@ -127,16 +128,23 @@ class _Bucket:
     pending: _Pending | None = None
 
 
+@register_handle_type
 class GradReducer:
-    """Sums partial-sum gradients over their partial axes, bucketed and overlapped."""
+    """Sums partial-sum gradients over their partial axes, bucketed and overlapped.
+
+    Every rank keeps its own reducer (buckets, requests in flight): in
+    client-server mode making one on rank 0 makes one on every rank under one
+    handle, and ``add`` / ``flush`` / ``wait`` are commands."""
+
+    def __new__(cls, *args, **kwargs):
+        if dispatch.is_client():
+            return _make_reducer(*args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, *, bucket_bytes: int = 4 << 20, mode: str = "allreduce",
                  compress: torch.dtype | None = None):
-        if dispatch.is_client():
-            raise RuntimeError("GradReducer overlaps non-blocking collectives on every rank "
-                               "and is SPMD-only: use dmath.init(mode='spmd'), or in "
-                               "client-server mode call backward without a reducer (each "
-                               "gradient is then reduced at once)")
+        if hasattr(self, "_open"):
+            return                    # rank 0, client-server: made on every rank by __new__
         if mode not in MODES:
             raise ValueError(f"GradReducer mode must be one of {MODES}, got {mode!r}")
         if compress is not None and compress not in _HALF:
@@ -149,6 +157,7 @@ class GradReducer:
         self._count = 0
 
     # -- queueing ----------------------------------------------------------------------
+    @command
     def add(self, g: DArray) -> int:
         """Queue ``g`` (partial over the axes to sum); returns its index in ``wait()``."""
         index = self._count
@@ -170,11 +179,13 @@ class GradReducer:
                 s.pending.test()
         return index
 
+    @command
     def flush(self) -> None:
         """Start every open bucket."""
         for key in list(self._open):
             self._start(self._open.pop(key))
 
+    @command
     def wait(self) -> list[DArray]:
         """Finish all reductions; the summed gradients in ``add`` order (then reset)."""
         self.flush()
@@ -240,6 +251,13 @@ class GradReducer:
             self._results[index] = DArray(red.narrow(0, off, n).view(g.local.shape), g.shape,
                                           g.layout.without_partial(), g.grid)
             off += n
+
+
+@command
+def _make_reducer(**kwargs) -> GradReducer:
+    """A reducer on every rank (what ``GradReducer(...)`` does on rank 0 in
+    client-server mode)."""
+    return GradReducer(**kwargs)
 
 
 __all__ = ["GradReducer", "MODES"]
