@@ -167,6 +167,7 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     owns = _mpi.ensure_initialized()
     if owns:
         atexit.register(_at_exit)
+    sys.excepthook = _note_uncaught(sys.excepthook)
     MPI = _mpi.MPI
     opts = dict(grid=grid, names=names, device=device, transport=transport, threads=threads,
                 errors=errors)
@@ -212,12 +213,22 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     return _CTX
 
 
+_DYING: list = []      # set by the excepthook: the program ends on an uncaught exception
+
+
+def _note_uncaught(hook):
+    def excepthook(*exc):
+        _DYING.append(True)
+        hook(*exc)
+    return excepthook
+
+
 def _at_exit() -> None:
     """``finalize`` at interpreter exit, or, when the program dies of an uncaught
     exception with peers, abort them all: peers may be waiting in a collective
     this rank will never join, and finalising would wait for them for ever."""
     peers = _CTX is not None and _CTX.world.size > 1
-    if peers and getattr(sys, "last_value", None) is not None:
+    if peers and _DYING:
         sys.stdout.flush()
         sys.stderr.flush()
         _mpi.MPI.COMM_WORLD.Abort(1)
