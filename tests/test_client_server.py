@@ -125,7 +125,8 @@ def test_same_results_in_both_modes(tmp_path):
 def test_nn_same_results_in_both_modes(tmp_path):
     """dmath.nn (functional ops with their contexts, layers, SGD, loss scaler, the
     gradient reducer) as client-server commands: bit for bit what SPMD mode
-    computes (checked against torch in test_nn)."""
+    computes (checked against torch in test_nn). On CUDA, where cuDNN's
+    backward kernels are not deterministic from run to run, to 1e-12."""
     got = {}
     for mode in ("spmd", "client-server"):
         out = tmp_path / f"{mode}.npz"
@@ -133,8 +134,10 @@ def test_nn_same_results_in_both_modes(tmp_path):
         got[mode] = np.load(out)
     spmd, cs = got["spmd"], got["client-server"]
     assert sorted(spmd.files) == sorted(cs.files) and len(spmd.files) > 30
+    exact = os.environ.get("DMATH_DEVICE", "cpu").startswith("cpu")
     for k in spmd.files:
-        assert np.array_equal(spmd[k], cs[k]), k
+        assert np.array_equal(spmd[k], cs[k]) if exact or spmd[k].dtype.kind != "f" else \
+            np.allclose(spmd[k], cs[k], rtol=1e-12, atol=1e-12), k
     for run in ("", "reducer "):
         assert float(spmd[f"{run}step 1 loss"]) < float(spmd[f"{run}step 0 loss"])
 
