@@ -98,4 +98,23 @@ for _ in range(60):
 on_host = C.ctx.device.type == "cpu"      # device tensors always pack
 if on_host and world.size > 1 and world.shared():
     assert all(world.allgather_obj(pushed[0] > 0)), "shared-memory path never wrote"
+    # One rank gets no shared block for its output: every rank sees it in the exchange
+    # of offers and moves the data by MPI instead (no hang, same result, one all-to-all).
+    g = g2d[0]
+    x = random_values(rng, (8 * world.size + 3, 300), torch.float64)
+    a = make(rng, x, dmath.block_cyclic(3).resolve(g, 2), g, torch.float64)
+    before = pushed[0]
+    run(a, dmath.row_block().resolve(g, 2), g, "shm")        # as is: senders write
+    assert any(world.allgather_obj(pushed[0] > before)), "this case never used shared memory"
+    real_empty, before = shm.empty, pushed[0]
+    if world.rank == world.size - 1:
+        shm.empty = lambda shape, dtype: torch.empty(shape, dtype=dtype)
+    try:
+        b, st = run(a, dmath.row_block().resolve(g, 2), g, "shm")
+    finally:
+        shm.empty = real_empty
+    want = torch.from_numpy(np.ascontiguousarray(piece(x, b.layout, g)))
+    assert torch.equal(b.local, want), "fallback from shared memory: piece differs"
+    assert st["calls"] == {"alltoall": 1} and pushed[0] == before, (st, pushed[0], before)
+    C.ok()
 C.report()
