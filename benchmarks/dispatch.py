@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -51,7 +53,7 @@ def _nn_step():
     crit = nn.CrossEntropyLoss()
     x = dmath.random.normal((8, 3, 8, 8), seed=5, dtype="float32",
                             layout=dmath.Layout(grid.names), grid=grid)
-    t = dmath.from_numpy(__import__("numpy").arange(8) % 5, dmath.Layout(grid.names), grid=grid)
+    t = dmath.from_numpy(np.arange(8) % 5, dmath.Layout(grid.names), grid=grid)
 
     def step():
         crit(net(x), t)

@@ -197,6 +197,12 @@ def _finish_vector(C: DArray, va: bool, vb: bool) -> DArray:
                   Layout(*[C.layout.dims[d] for d in keep], partial=C.layout.partial), C.grid)
 
 
+def _one_local_gemm(grid, algorithm: str) -> bool:
+    """Whether the product is just the local GEMM: one rank, and no algorithm that
+    replicates over a virtual depth even there (2.5-D)."""
+    return grid.size == 1 and algorithm != "summa25d"
+
+
 # -- public ----------------------------------------------------------------------------
 def explain(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: str = "auto",
             out_dtype=None) -> Plan:
@@ -216,7 +222,7 @@ def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: st
     (mixed precision: float32 accumulation and result)."""
     _check_algorithm(algorithm)
     prob, A2, B2, (va, vb) = problem(A, B, out_layout, out_dtype)
-    if prob.grid.size == 1 and algorithm != "summa25d":
+    if _one_local_gemm(prob.grid, algorithm):
         # one rank: every algorithm is the local GEMM (plan and checks cached above)
         C = DArray(local_gemm(A2.local, B2.local, dtype=prob.out_dtype), (prob.m, prob.n),
                    prob.out_layout, prob.grid)
@@ -254,7 +260,7 @@ def gemm(alpha: float, A: DArray, B: DArray, beta: float, C: DArray, trans_a: bo
         raise ValueError("gemm: A, B and C must live on the same grid")
     _check_algorithm(algorithm)
     result_dtype(opA.dtype, opB.dtype, C.dtype)
-    if C.grid.size == 1 and algorithm != "summa25d" and not C.layout.partial:
+    if _one_local_gemm(C.grid, algorithm) and not C.layout.partial:
         # one rank: alpha and beta go into the local GEMM (C's memory may be shared
         # with other arrays, so the update lands in a copy that becomes C's piece)
         prob, A2, B2, _ = problem(opA, opB, C.layout, C.dtype)

@@ -96,6 +96,12 @@ class Comm:
             raise RuntimeError(f"no transport for {device} tensors on {self!r}")
         return self.device_transport
 
+    def _count_alltoall(self, send_counts: Sequence[int], recv_counts: Sequence[int],
+                        itemsize: int) -> None:
+        """Record an all-to-all: the bytes this rank sends to and receives from others."""
+        STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * itemsize,
+                     (sum(recv_counts) - recv_counts[self.rank]) * itemsize)
+
     @staticmethod
     def _flat(t: torch.Tensor) -> torch.Tensor:
         return t.contiguous().view(-1)
@@ -122,9 +128,7 @@ class Comm:
     def alltoallv(self, t: torch.Tensor, send_counts: Sequence[int],
                   recv_counts: Sequence[int]) -> torch.Tensor:
         """Rank i sends ``send_counts[j]`` consecutive elements of ``t`` to rank j."""
-        nbytes = t.element_size()
-        STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * nbytes,
-                     (sum(recv_counts) - recv_counts[self.rank]) * nbytes)
+        self._count_alltoall(send_counts, recv_counts, t.element_size())
         if self.size == 1:
             return self._flat(t).clone()
         return self._transport(t).alltoallv(self._flat(t), send_counts, recv_counts)
@@ -134,8 +138,7 @@ class Comm:
         """Host all-to-all between memory regions of CPU tensors, in place:
         ``send[j]`` / ``recv[j]`` = (address, nbytes) to / from rank j, or None.
         Counted as an all-to-all of ``send_counts`` / ``recv_counts`` elements."""
-        STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * itemsize,
-                     (sum(recv_counts) - recv_counts[self.rank]) * itemsize)
+        self._count_alltoall(send_counts, recv_counts, itemsize)
         if self.size > 1:
             self.host.alltoall_regions(send, recv)
 
@@ -146,8 +149,7 @@ class Comm:
         ``send_counts`` / ``recv_counts`` elements when it runs. Only when ``shared()``."""
         done = self.host.push_alltoall(out, pushes, then)
         if done:
-            STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * itemsize,
-                         (sum(recv_counts) - recv_counts[self.rank]) * itemsize)
+            self._count_alltoall(send_counts, recv_counts, itemsize)
         return done
 
     def shared(self) -> bool:
