@@ -24,6 +24,8 @@ from .runtime import RemoteError, command, memory_stats, set_cache_budget, sync
 from . import linalg
 from . import nn
 from .linalg import gemm, matmul
+from .ops import io
+from .ops.io import load, save
 
 __version__ = "0.1.0"
 
@@ -41,3 +43,4 @@ __all__ = [
 ]
 __all__ += ["gemm", "linalg", "matmul"]
 __all__ += ["RemoteError", "command", "memory_stats", "set_cache_budget", "sync"]
+__all__ += ["io", "load", "save"]

@@ -6,9 +6,12 @@ from .creation import (arange, empty, eye, from_local, from_numpy, from_scalapac
 from .elementwise import *  # noqa: F401,F403 - the elementwise names are public
 from .elementwise import clip, elementwise as map_local, negative, square, where
 from .reductions import argmax, argmin, max, mean, min, norm, sum
+from . import io
+from .io import load, save
 
 __all__ = ["arange", "argmax", "argmin", "clip", "elementwise", "empty", "eye", "from_local",
            "from_numpy", "from_scalapack", "from_torch", "full", "linspace", "map_local", "max",
            "mean", "min",
            "negative", "norm", "ones", "random", "reductions", "square", "sum", "where", "zeros",
            "zeros_like"]
+__all__ += ["io", "load", "save"]
