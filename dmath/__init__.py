@@ -18,6 +18,10 @@ from .ops.elementwise import (abs, add, ceil, cos, divide, equal, exp, floor, gr
                               greater_equal, isfinite, isnan, less, less_equal, log, logical_and,
                               logical_not, logical_or, maximum, minimum, multiply, negative,
                               not_equal, power, sigmoid, sign, sin, sqrt, square, subtract, tanh)
+from .ops.elementwise import (arccos, arcsin, arctan, arctan2, bitwise_and, bitwise_or,
+                              bitwise_xor, cosh, exp2, expm1, floor_divide, fmod, hypot, invert,
+                              isinf, log1p, log2, log10, logical_xor, positive, reciprocal,
+                              remainder, result_type, rint, sinh, tan, trunc)
 from .runtime import STATS as comm_stats
 from .runtime import Grid, context, default_grid, finalize, init, is_initialized, set_default_grid
 from .runtime import RemoteError, command, memory_stats, set_cache_budget, sync
@@ -44,3 +48,7 @@ __all__ = [
 __all__ += ["gemm", "linalg", "matmul"]
 __all__ += ["RemoteError", "command", "memory_stats", "set_cache_budget", "sync"]
 __all__ += ["io", "load", "save"]
+__all__ += ["arccos", "arcsin", "arctan", "arctan2", "bitwise_and", "bitwise_or", "bitwise_xor",
+            "cosh", "exp2", "expm1", "floor_divide", "fmod", "hypot", "invert", "isinf", "log1p",
+            "log2", "log10", "logical_xor", "positive", "reciprocal", "remainder", "result_type",
+            "rint", "sinh", "tan", "trunc"]

@@ -29,6 +29,9 @@ from .redistribute import LocalSlice, ZeroPartial, execute, plan
 from .shards import dim_maps, global_indices, is_primary, local_shape
 
 OPERATORS: dict[str, Callable] = CommandTable("dmath.operator")   # values become commands
+# numpy's protocols ("ufunc", "function"): plain functions the ops layer installs
+# (dmath.ops.numpy_protocol); they call commands themselves.
+NUMPY_HOOKS: dict[str, Callable] = {}
 
 
 def _most_elements(shape, layout: Layout, grid) -> int:
@@ -109,8 +112,22 @@ class DArray:
         return self.shape[0]
 
     def __repr__(self) -> str:
-        return (f"DArray(shape={self.shape}, dtype={str(self.dtype).removeprefix('torch.')}, "
-                f"layout={self.layout}, grid={self.grid!r}, device={self.device})")
+        """numpy-style values (big arrays summarised; only the shown elements are
+        fetched: ``show.array_repr``), then shape, dtype, layout, grid, device."""
+        from .show import array_repr
+        return array_repr(self)
+
+    def __str__(self) -> str:
+        from .show import array_str
+        return array_str(self)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        hook = NUMPY_HOOKS.get("ufunc")
+        return NotImplemented if hook is None else hook(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        hook = NUMPY_HOOKS.get("function")
+        return NotImplemented if hook is None else hook(func, types, args, kwargs)
 
     # -- layout changes --------------------------------------------------------------
     def _resolve(self, layout: Layout, grid) -> Layout:
@@ -271,7 +288,9 @@ class DArray:
     # -- operators (filled in by the ops layer) ------------------------------------------
     for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "pow",
                   "rpow", "neg", "abs", "lt", "le", "gt", "ge", "eq", "ne", "matmul",
-                  "rmatmul", "and", "or", "xor", "invert", "floordiv", "mod", "getitem"):
+                  "rmatmul", "and", "or", "xor", "invert", "floordiv", "mod", "getitem",
+                  "rfloordiv", "rmod", "rand", "ror", "rxor", "pos", "iadd", "isub", "imul",
+                  "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor"):
         locals()[f"__{_name}__"] = _op(_name)
     del _name
 

@@ -31,8 +31,18 @@ def shard_coords(layout: Layout, grid: "Grid", rank: int) -> tuple[int, ...]:
 def local_shape(shape: Sequence[int], layout: Layout, grid: "Grid", rank: int | None = None) -> tuple[int, ...]:
     """Shape of the local piece ``rank`` holds (ScaLAPACK numroc for block-cyclic dims)."""
     rank = grid.rank if rank is None else rank
-    return tuple(int(m.sizes[c]) for m, c in zip(dim_maps(shape, layout, grid),
-                                                shard_coords(layout, grid, rank)))
+    key = (tuple(shape), layout, grid, rank)
+    hit = _LOCAL_SHAPES.get(key)
+    if hit is None:           # cached: every new array checks its piece against this
+        hit = tuple(int(m.sizes[c]) for m, c in zip(dim_maps(shape, layout, grid),
+                                                   shard_coords(layout, grid, rank)))
+        if len(_LOCAL_SHAPES) >= 4096:
+            _LOCAL_SHAPES.clear()
+        _LOCAL_SHAPES[key] = hit
+    return hit
+
+
+_LOCAL_SHAPES: dict[tuple, tuple[int, ...]] = {}
 
 
 def global_indices(shape: Sequence[int], layout: Layout, grid: "Grid",

@@ -8,6 +8,7 @@ from .elementwise import clip, elementwise as map_local, negative, square, where
 from .reductions import argmax, argmin, max, mean, min, norm, sum
 from . import io
 from .io import load, save
+from . import numpy_protocol  # noqa: F401 - installs DArray's numpy hooks (np.sin(A), np.sum(A))
 
 __all__ = ["arange", "argmax", "argmin", "clip", "elementwise", "empty", "eye", "from_local",
            "from_numpy", "from_scalapack", "from_torch", "full", "linspace", "map_local", "max",

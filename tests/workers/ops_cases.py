@@ -212,12 +212,14 @@ def ew_case(grid, shape_a, shape_b, dt, la: Layout, lb: Layout) -> None:
         got = op(a, b)
         assert got.dtype == torch.bool
         exact_piece(got, op(xa, yb), f"{what} {name}")  # exact: compares the held values
-    # Scalars on either side, numpy scalars too; floats keep the array's dtype, integers
-    # meeting a float promote to float64 (numpy's rule).
+    # Scalars on either side, numpy scalars too; Python floats keep the array's dtype,
+    # integers meeting a float promote to float64, a numpy float32 scalar is strong
+    # (numpy 2 / NEP 50: float16 * np.float32(2) is float32).
     f64 = dt if dt.is_floating_point else torch.float64
+    f32 = torch.promote_types(dt, torch.float32) if dt.is_floating_point else torch.float64
     for name, got, want, want_dt in [
             ("2*a", 2 * a, 2 * xa, dt), ("a+1", a + 1, xa + 1, dt), ("1-a", 1 - a, 1 - xa, dt),
-            ("a*np2", a * np.float32(2), xa * 2, f64), ("a**2", a ** 2, xa ** 2, dt),
+            ("a*np2", a * np.float32(2), xa * 2, f32), ("a**2", a ** 2, xa ** 2, dt),
             ("a-b*3", a - b * 3, xa - yb * 3, dt), ("a*1.5", a * 1.5, xa * 1.5, f64),
             ("a/4", a / 4, xa / 4, f64), ("a/b", a / (abs(b) + 1), xa / (np.abs(yb) + 1), f64)]:
         assert got.dtype == want_dt, f"{what} {name}: {got.dtype}"
