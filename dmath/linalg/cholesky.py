@@ -1,0 +1,116 @@
+"""Cholesky factorization A = L L^H, right-looking and blocked, on 2-D block-cyclic(nb).
+
+For each panel k (columns k .. k+kb of the grid column ck, diagonal block on
+rank (rk, ck)):
+
+    L11           := potrf(A11)                 on (rk, ck); bcast down grid column ck
+    L21[r,ck]     := A21 L11^-H                 trsm on grid column ck
+    L21[r,*]      := bcast along grid rows      (rows of L21 this rank's rows need)
+    L21^H[*,c]    := allgather down grid columns (rows of L21 this rank's columns need)
+    A22[r,c]      -= L21[r,*] L21^H[*,c]        lower part only, one GEMM per local block column
+
+The failing column of a matrix that is not positive definite travels with
+the panel broadcasts, so every rank raises the same error at the same step.
+Cost: n^3/3 flops over p ranks; per panel (n-k) kb elements along rows and
+columns.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..array import DArray
+from ..runtime.dispatch import command
+from ._bc import (BC, NotPositiveDefiniteError, block_size, check_matrix, one_rank, to_bc, whole)
+
+GROUP = 256     # trailing-update GEMMs cover at least this many local columns
+
+
+def _not_pd(column: int) -> NotPositiveDefiniteError:
+    return NotPositiveDefiniteError(
+        f"cholesky: the matrix is not positive definite: the leading minor of order "
+        f"{column + 1} is not positive (column {column} fails)", column)
+
+
+def factor(M: BC) -> None:
+    """In place: the lower triangle of ``M.a`` becomes L (the upper part is left as is)."""
+    a, nb, n = M.a, M.nb, M.n
+    gc = M.gcols()
+    for k in range(0, n, nb):
+        kb = min(nb, n - k)
+        rk, ck = M.rowner(k), M.cowner(k)
+        lr0, lr1, lc0, lc1 = M.lrow(k), M.lrow(k + kb), M.lcol(k), M.lcol(k + kb)
+        mrest = a.shape[0] - lr1
+        # P: the rows >= k+kb of L21 this rank's rows need, then the failing column (+1) or 0.
+        P = torch.empty(mrest * kb + 1, dtype=a.dtype, device=a.device)
+        if M.myc == ck:
+            D = torch.empty(kb * kb + 1, dtype=a.dtype, device=a.device)
+            if M.myr == rk:
+                L11, info = torch.linalg.cholesky_ex(a[lr0:lr1, lc0:lc1])       # L11 := potrf(A11)
+                bad = int(info.item())
+                if not bad and not bool(torch.isfinite(L11).all()):
+                    bad = 1
+                D[:-1].view(kb, kb).copy_(L11)
+                D[-1] = bad
+            M.col.bcast(D, rk)
+            bad = int(D[-1].real.item())
+            L11 = D[:-1].view(kb, kb)
+            if not bad:
+                if M.myr == rk:
+                    a[lr0:lr1, lc0:lc1] = L11
+                if mrest:                                             # L21 := A21 L11^-H
+                    a[lr1:, lc0:lc1] = torch.linalg.solve_triangular(
+                        L11.mH, a[lr1:, lc0:lc1], upper=True, left=False)
+                P[:-1].view(mrest, kb).copy_(a[lr1:, lc0:lc1])
+            P[-1] = bad
+        M.row.bcast(P, ck)                                           # L21[r,*]
+        bad = int(P[-1].real.item())
+        if bad:
+            raise _not_pd(k + bad - 1)
+        if k + kb >= n:
+            break
+        Lr = P[:-1].view(mrest, kb)
+        Lall = M.gather_rows(Lr, k + kb)                              # L21 in global order
+        cols = gc[lc1:] - (k + kb)
+        Lc = Lall[M.index(cols)] if len(cols) else Lall[:0]           # L21^H[*,c] (as rows)
+        # A22[r,c] -= L21[r,*] L21^H[*,c], lower part: column groups start at their diagonal.
+        j = lc1
+        while j < a.shape[1]:
+            w = min(max(GROUP // nb, 1) * nb, a.shape[1] - j)
+            rs = M.lrow(int(gc[j]))
+            if rs < a.shape[0]:
+                a[rs:, j:j + w].addmm_(Lr[rs - lr1:], Lc[j - lc1: j - lc1 + w].mH, alpha=-1)
+            j += w
+
+
+@command
+def cholesky(a: DArray, *, upper: bool = False, nb: int | None = None) -> DArray:
+    """L with a = L L^H (numpy.linalg.cholesky): lower triangular, in a's layout.
+
+    a: (n, n) Hermitian positive definite, any layout (only the lower triangle
+    is read); worked on in 2-D block-cyclic(nb) (a's own block size if it is
+    block-cyclic, else ``nb`` or 128). ``upper=True`` returns L^H instead.
+    Raises ``NotPositiveDefiniteError`` (a ``numpy.linalg.LinAlgError``)
+    naming the failing column, on every rank."""
+    check_matrix(a, "cholesky", square=True)
+    if one_rank(a):
+        L, info = torch.linalg.cholesky_ex(whole(a))
+        if int(info.item()):
+            raise _not_pd(int(info.item()) - 1)
+        if not bool(torch.isfinite(L).all()):
+            raise _not_pd(0)
+        L = L.mH.contiguous() if upper else L
+        return DArray(L, a.shape, a.layout.without_partial(), a.grid)
+    M = to_bc(a, block_size(a, nb))
+    factor(M)
+    gr, gc = M.masks()
+    M.keep(M.a, gr >= gc)
+    if upper:
+        L = M.darray()
+        return L.T.redistribute(a.layout.without_partial(), a.grid) if not a.dtype.is_complex \
+            else _conj(L.T).redistribute(a.layout.without_partial(), a.grid)
+    return M.out()
+
+
+def _conj(d: DArray) -> DArray:
+    return DArray(d.local.conj().resolve_conj(), d.shape, d.layout, d.grid)

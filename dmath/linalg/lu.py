@@ -1,0 +1,145 @@
+"""LU with partial pivoting, P A = L U, right-looking and blocked (ScaLAPACK's pdgetrf).
+
+For each panel k (columns k .. k+kb, owned by grid column ck; rows k .. k+kb
+by grid row rk):
+
+    A[k:, panel][*,ck]  := allgather down grid column ck     (rows >= k, global order)
+    LU_p, piv           := getrf(A[k:, panel])               redundantly on column ck
+    piv, LU_p[r,*]      := bcast along grid rows             (pivots; this rank's rows)
+    A[rows swapped, :]  := the pivots' row swaps             one all-to-all-v per grid column
+    U12[rk,c]           := L11^-1 A12                         trsm on grid row rk
+    U12[*,c]            := bcast down grid columns
+    A22[r,c]           -= L21[r,*] U12[*,c]                   one local GEMM
+
+The panel factorization is LAPACK's on the gathered panel, so the pivot
+search over the column ranks is exact (NaN-safe as LAPACK is). A zero pivot
+does not stop the factorization (as LAPACK's getrf): ``info`` names the first
+one, 1-based. Cost: 2n^3/3 flops over p ranks.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..array import DArray
+from ..runtime.dispatch import command
+from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, to_bc, vector_in,
+                  vector_out, whole)
+
+
+def swaps_to_perm(piv: np.ndarray, m: int) -> np.ndarray:
+    """Row permutation (new row i = old row perm[i]) of LAPACK-style swaps
+    ``piv`` (0-based: row i swapped with row piv[i], in order)."""
+    perm = np.arange(m)
+    for i, p in enumerate(piv):
+        if p != i:
+            perm[i], perm[p] = perm[p], perm[i]
+    return perm
+
+
+def factor(M: BC) -> tuple[np.ndarray, int]:
+    """In place: ``M.a`` becomes L (unit, below the diagonal) and U. Returns the
+    0-based pivots (scipy.linalg.lu_factor's piv) and LAPACK's info."""
+    a, nb, m, n = M.a, M.nb, M.m, M.n
+    K = min(m, n)
+    gr = M.grows()
+    pivots = np.empty(K, np.int64)
+    info = 0
+    for k in range(0, K, nb):
+        kb = min(nb, K - k)
+        rk, ck = M.rowner(k), M.cowner(k)
+        lr0, lr1, lc0, lc1 = M.lrow(k), M.lrow(k + kb), M.lcol(k), M.lcol(k + kb)
+        head = torch.empty(kb + 1, dtype=torch.int64)                 # pivots, info
+        mine = a.shape[0] - lr0
+        P = torch.empty((mine, kb), dtype=a.dtype, device=a.device)
+        if M.myc == ck:
+            whole_panel = M.gather_rows(a[lr0:, lc0:lc1], k)           # A[k:, panel] on column ck
+            LUp, pv, inf = torch.linalg.lu_factor_ex(whole_panel)      # LU_p, piv := getrf
+            head[:kb] = pv.to(torch.int64).cpu() - 1
+            head[kb] = int(inf.item())
+            P.copy_(LUp[M.index(gr[lr0:] - k)])
+        M.row.bcast(head, ck)
+        M.row.bcast(P, ck)                                             # LU_p[r,*]
+        pv = head[:kb].numpy()
+        pivots[k:k + kb] = pv + k
+        if head[kb] and not info:
+            info = k + int(head[kb])
+        perm = swaps_to_perm(pv, m - k)
+        moved = np.flatnonzero(perm != np.arange(m - k))
+        M.move_rows(a, moved + k, perm[moved] + k)                    # the row swaps, every column
+        if M.myc == ck:
+            a[lr0:, lc0:lc1] = P
+        if lc1 < a.shape[1]:
+            U = torch.empty((kb, a.shape[1] - lc1), dtype=a.dtype, device=a.device)
+            if M.myr == rk:                                            # U12 := L11^-1 A12
+                U.copy_(torch.linalg.solve_triangular(P[:kb], a[lr0:lr1, lc1:], upper=False,
+                                                      unitriangular=True))
+                a[lr0:lr1, lc1:] = U
+            M.col.bcast(U, rk)                                         # U12[*,c]
+            if lr1 < a.shape[0]:
+                a[lr1:, lc1:].addmm_(P[lr1 - lr0:], U, alpha=-1)       # A22 -= L21 U12
+    return pivots, info
+
+
+def _singular(info: int, what: str) -> SingularMatrixError:
+    return SingularMatrixError(f"{what}: singular matrix: U[{info - 1}, {info - 1}] is exactly "
+                               f"zero (LAPACK info {info})", info)
+
+
+def one_rank_lu(t: torch.Tensor) -> tuple[torch.Tensor, np.ndarray, int]:
+    LU, pv, inf = torch.linalg.lu_factor_ex(t)
+    return LU, pv.to(torch.int64).cpu().numpy() - 1, int(inf.item())
+
+
+@command
+def lu(a: DArray, *, nb: int | None = None, check: bool = True) -> tuple[DArray, np.ndarray]:
+    """(LU, piv) of a (m, n) with partial pivoting, as scipy.linalg.lu_factor:
+    LU holds L (unit, strictly below the diagonal) and U, in a's layout; piv
+    (numpy int64, min(m, n), 0-based): row i was swapped with row piv[i].
+
+    Worked on in 2-D block-cyclic(nb). An exactly zero pivot raises
+    ``SingularMatrixError`` (``.info`` = LAPACK info) on every rank, unless
+    ``check=False``."""
+    check_matrix(a, "lu")
+    if one_rank(a):
+        LU, piv, info = one_rank_lu(whole(a))
+        if check and info:
+            raise _singular(info, "lu")
+        return DArray(LU, a.shape, a.layout.without_partial(), a.grid), piv
+    M = to_bc(a, block_size(a, nb))
+    piv, info = factor(M)
+    if check and info:
+        raise _singular(info, "lu")
+    return M.out(), piv
+
+
+lu_factor = lu
+
+
+def permute_rows(B: BC, piv: np.ndarray) -> None:
+    """In place: B := P B for LAPACK-style swaps ``piv`` (B's rows block-cyclic)."""
+    perm = swaps_to_perm(piv, B.m)
+    moved = np.flatnonzero(perm != np.arange(B.m))
+    B.move_rows(B.a, moved, perm[moved])
+
+
+@command
+def lu_solve(lu_and_piv: tuple, b: DArray) -> DArray:
+    """x with a x = b from ``lu(a)``'s output (scipy.linalg.lu_solve, trans=0).
+    b: (n,) or (n, k), any layout; x in b's layout. Cost: 2 n^2 k flops."""
+    from .triangular import solve_bc
+    LU, piv = lu_and_piv
+    check_matrix(LU, "lu_solve", square=True)
+    n = LU.shape[0]
+    if not isinstance(b, DArray) or b.ndim not in (1, 2) or b.shape[0] != n:
+        raise ValueError(f"lu_solve: b of shape {getattr(b, 'shape', None)} does not match LU "
+                         f"of shape {LU.shape}")
+    piv = np.asarray(piv, dtype=np.int64)
+    if piv.shape != (n,):
+        raise ValueError(f"lu_solve: piv has shape {piv.shape}, expected ({n},)")
+    M = to_bc(LU, block_size(LU, None))
+    B, one_d = vector_in(b, M)
+    permute_rows(B, piv)
+    solve_bc(M, B, lower=True, unit=True)                 # L y = P b
+    solve_bc(M, B, lower=False, unit=False)               # U x = y
+    return vector_out(B, one_d)
