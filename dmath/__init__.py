@@ -22,6 +22,8 @@ from .ops.elementwise import (arccos, arcsin, arctan, arctan2, bitwise_and, bitw
                               bitwise_xor, cosh, exp2, expm1, floor_divide, fmod, hypot, invert,
                               isinf, log1p, log2, log10, logical_xor, positive, reciprocal,
                               remainder, result_type, rint, sinh, tan, trunc)
+from .ops.shape import (concatenate, expand_dims, flatten, ravel, reshape, squeeze, stack,
+                        swapaxes, transpose)
 from .runtime import STATS as comm_stats
 from .runtime import Grid, context, default_grid, finalize, init, is_initialized, set_default_grid
 from .runtime import RemoteError, command, memory_stats, set_cache_budget, sync
@@ -46,6 +48,8 @@ __all__ = [
     "sum", "tanh", "where", "zeros", "zeros_like",
 ]
 __all__ += ["gemm", "linalg", "matmul"]
+__all__ += ["concatenate", "expand_dims", "flatten", "ravel", "reshape", "squeeze", "stack",
+            "swapaxes", "transpose"]
 __all__ += ["RemoteError", "command", "memory_stats", "set_cache_budget", "sync"]
 __all__ += ["io", "load", "save"]
 __all__ += ["arccos", "arcsin", "arctan", "arctan2", "bitwise_and", "bitwise_or", "bitwise_xor",

@@ -195,6 +195,28 @@ class DArray:
         """Transpose as a layout swap: no communication, local views."""
         return self.permute(tuple(reversed(range(self.ndim))))
 
+    # -- shape (dmath.ops.shape, through OPERATORS) -----------------------------------------
+    def reshape(self, *shape, layout: Layout | None = None) -> "DArray":
+        """numpy's reshape (C order, one -1 inferred): ``A.reshape(3, -1)``; see dmath.reshape."""
+        return OPERATORS["reshape"](self, shape[0] if len(shape) == 1 else shape, layout=layout)
+
+    def ravel(self) -> "DArray":
+        """The elements as a 1-D array, row-major (a copy)."""
+        return OPERATORS["ravel"](self)
+
+    flatten = ravel
+
+    def transpose(self, *axes) -> "DArray":
+        """Dims permuted (default reversed): ``A.transpose(1, 0, 2)``; no data moves."""
+        axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
+        return OPERATORS["transpose"](self, axes or None)
+
+    def swapaxes(self, axis1: int, axis2: int) -> "DArray":
+        return OPERATORS["swapaxes"](self, axis1, axis2)
+
+    def squeeze(self, axis=None) -> "DArray":
+        return OPERATORS["squeeze"](self, axis)
+
     # -- to the host ------------------------------------------------------------------
     @command(sync=True, client_defaults={"root": 0})
     def to_torch(self, root: int | None = None) -> torch.Tensor | None:
@@ -293,6 +315,7 @@ class DArray:
                   "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor"):
         locals()[f"__{_name}__"] = _op(_name)
     del _name
+    __setitem__ = _op("setitem")      # dmath.ops.indexing: in place, all-or-nothing
 
     __hash__ = object.__hash__
 

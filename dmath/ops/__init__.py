@@ -6,6 +6,9 @@ from .creation import (arange, empty, eye, from_local, from_numpy, from_scalapac
 from .elementwise import *  # noqa: F401,F403 - the elementwise names are public
 from .elementwise import clip, elementwise as map_local, negative, square, where
 from .reductions import argmax, argmin, max, mean, min, norm, sum
+from . import indexing, shape
+from .shape import (concatenate, expand_dims, flatten, ravel, reshape, squeeze, stack, swapaxes,
+                    transpose)
 from . import io
 from .io import load, save
 from . import numpy_protocol  # noqa: F401 - installs DArray's numpy hooks (np.sin(A), np.sum(A))
@@ -15,4 +18,6 @@ __all__ = ["arange", "argmax", "argmin", "clip", "elementwise", "empty", "eye", 
            "mean", "min",
            "negative", "norm", "ones", "random", "reductions", "square", "sum", "where", "zeros",
            "zeros_like"]
+__all__ += ["concatenate", "expand_dims", "flatten", "indexing", "ravel", "reshape", "shape",
+            "squeeze", "stack", "swapaxes", "transpose"]
 __all__ += ["io", "load", "save"]
