@@ -70,8 +70,14 @@ def _to_host(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
+def _contiguous(x) -> np.ndarray:
+    """``x`` as a C-contiguous array, 0-d kept 0-d (``np.ascontiguousarray`` makes it 1-d)."""
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else x.copy()
+
+
 def _from_host(x: np.ndarray, t: torch.dtype) -> torch.Tensor:
-    x = np.ascontiguousarray(x)
+    x = _contiguous(x)
     if t == torch.bfloat16:
         return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(x)
@@ -281,7 +287,7 @@ def _begin(path: str, overwrite: bool, tree: dict, arrays: list, hosts: list,
         for node, kind, value in hosts:
             meta = {"format": FORMAT, "kind": kind, "dtype": _dtype_name(value.dtype)
                     if kind == "tensor" else str(value.dtype)}
-            host = _to_host(value) if kind == "tensor" else np.ascontiguousarray(value)
+            host = _to_host(value) if kind == "tensor" else _contiguous(value)
             arr = root.create_array(node, shape=host.shape, chunks=tuple(max(1, n) for n in host.shape),
                                     dtype=host.dtype, fill_value=0, compressors=codecs,
                                     attributes={"dmath": meta})

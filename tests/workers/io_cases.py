@@ -1,0 +1,288 @@
+"""dmath.save / dmath.load on N ranks (SPMD): save here, load what jobs on other
+rank counts saved, error cases.
+
+    mpiexec -n N python -m mpi4py io_cases.py ROOT [K ...] [--errors]
+
+Saves every array of ``io_specs.specs(N)`` (random grids and layouts, partial
+ones included; uneven, 0-d and empty shapes; every dtype) alone and all of
+them in one nested checkpoint, under ROOT/savedN. Then, for each K, loads
+ROOT/savedK (written by a job on K ranks) into the saved layout and random
+another random one on a random grid of N ranks and checks each rank's piece against the
+values drawn from the seed. ``--errors``: missing, corrupted and foreign
+files, missing and damaged chunks, bad layouts, unsupported objects,
+overwrite rules, a failure mid-save, and that no file is a pickle.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+
+import dmath
+from _arrays import grids, make, piece, random_layout
+from _case import Cases
+from dmath import Dim, Layout
+from io_specs import host_values, scalars, specs
+
+C = Cases()
+world = C.ctx.world
+n, rank = world.size, world.rank
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+ROOT, LOADS = args[0], [int(a) for a in args[1:]]
+GRIDS = grids(n)
+PARTIAL_OK = ("float64", "float32", "float16", "bfloat16", "int64", "int32")
+
+
+def partial_ok(shape: tuple, dtype: str) -> bool:
+    """Partial layouts for arrays whose summands add up exactly (not 0-d: the
+    helpers build a 0-d piece from numpy, which has no 0-d contiguous copy)."""
+    return dtype in PARTIAL_OK and len(shape) > 0
+
+
+def build(rng, x: np.ndarray, lay: Layout, grid, t: torch.dtype):
+    """A DArray of value ``x`` in ``lay`` (random summands for partial layouts)."""
+    if x.ndim:
+        return make(rng, x, lay, grid, t)
+    return dmath.from_local(torch.from_numpy(np.array(x)).to(t), (), lay, grid=grid)
+
+
+def check_value(a, x: np.ndarray, what: str) -> None:
+    """This rank's piece of ``a`` (partial layouts reduced) equals its part of ``x``."""
+    full = a.redistribute(a.layout.without_partial()) if a.layout.partial else a
+    want = torch.from_numpy(np.array(piece(x, full.layout, full.grid))).to(a.dtype)
+    got = full.local.cpu()
+    assert got.shape == want.reshape(got.shape).shape and torch.equal(got, want.reshape(got.shape)), \
+        f"{what}: local piece\n{got}\n!= {want}"
+
+
+def saved(k: int, *parts: str) -> str:
+    return os.path.join(ROOT, f"saved{k}", *parts)
+
+
+def on_root(fn) -> None:
+    """``fn()`` on rank 0, then every rank goes on (file surgery for error cases)."""
+    if rank == 0:
+        fn()
+    world.barrier()
+
+
+def expect(exc: type, fn, *words: str) -> None:
+    """``fn()`` raises ``exc`` on this rank with ``words`` in its message."""
+    try:
+        fn()
+    except exc as e:
+        msg = str(e)
+        assert all(w in msg for w in words), f"{exc.__name__} without {words}: {msg}"
+    else:
+        raise AssertionError(f"no {exc.__name__} ({words})")
+    C.ok()
+
+
+# -- save -----------------------------------------------------------------------------------
+def save_all() -> None:
+    rng = np.random.default_rng(2000 + n)
+    arrays = {}
+    for name, shape, dtype, x in specs(n):
+        grid = GRIDS[rng.integers(len(GRIDS))]
+        lay = random_layout(rng, len(shape), grid, partial=partial_ok(shape, dtype))
+        a = build(rng, x, lay, grid, getattr(torch, dtype))
+        arrays[name] = a
+        dmath.save(saved(n, name), a)
+        check_value(a, x, f"saving {name} left the array as it was")
+        C.ok()
+    ck = {"arrays": arrays, "scalars": scalars(n), "host": host_values(n),
+          "odd": {"a/b": arrays["a5"], "__x": arrays["a6"], "": [arrays["a7"]], "..": 1},
+          "tup": (arrays["a0"], 2)}
+    dmath.save(saved(n, "ckpt"), ck)
+    C.ok()
+
+
+# -- load -----------------------------------------------------------------------------------
+def saved_layout(k: int, name: str) -> Layout:
+    """The layout ROOT/savedK/name holds, read as plain JSON (no dmath involved)."""
+    with open(saved(k, name, "array", "zarr.json")) as f:
+        j = json.load(f)["attributes"]["dmath"]["layout"]
+    return Layout(*(Dim(tuple(axes), block) for axes, block in j["dims"]), partial=j["partial"])
+
+
+def default_layout(k: int, name: str, ndim: int, grid) -> Layout:
+    try:
+        return saved_layout(k, name).resolve(grid, ndim)
+    except ValueError:
+        return (Layout("*") if ndim else Layout()).resolve(grid, ndim)
+
+
+def load_from(k: int) -> None:
+    rng = np.random.default_rng(4000 + 10 * n + k)
+    for name, shape, dtype, x in specs(k):
+        t = getattr(torch, dtype)
+        what = f"{name} {shape} {dtype} saved on {k} loaded on {n}"
+        a = dmath.load(saved(k, name))
+        assert a.shape == shape and a.dtype == t, f"{what}: {a}"
+        assert a.layout == default_layout(k, name, len(shape), a.grid), f"{what}: {a.layout}"
+        check_value(a, x, what)
+        C.ok()
+        for grid in [GRIDS[rng.integers(len(GRIDS))]]:
+            lay = random_layout(rng, len(shape), grid, partial=partial_ok(shape, dtype))
+            a = dmath.load(saved(k, name), layout=lay, grid=grid)
+            assert a.layout == lay and a.grid is grid and a.dtype == t, f"{what}: {a}"
+            check_value(a, x, f"{what} into {lay} on {grid!r}")
+            C.ok()
+    check_checkpoint(k)
+
+
+def small_replicated(key: str, meta: dict):
+    """layout function: replicate arrays with fewer than 10 elements."""
+    return dmath.replicated() if int(np.prod(meta["shape"])) < 10 else None
+
+
+def check_checkpoint(k: int) -> None:
+    values = {name: x for name, _, _, x in specs(k)}
+    grid = GRIDS[-1]
+    for how in (None, {"arrays/a5": dmath.col_block(), "odd/a/b": dmath.replicated()},
+                small_replicated):
+        ck = dmath.load(saved(k, "ckpt"), layout=how, grid=grid)
+        assert sorted(ck) == ["arrays", "host", "odd", "scalars", "tup"], sorted(ck)
+        assert ck["scalars"] == scalars(k), ck["scalars"]
+        assert isinstance(ck["tup"], tuple) and ck["tup"][1] == 2
+        assert isinstance(ck["scalars"]["tuple"][1], tuple)
+        host = host_values(k)
+        for key in ("np", "empty"):
+            assert ck["host"][key].dtype == host[key].dtype
+            assert np.array_equal(ck["host"][key], host[key])
+        for key in ("t", "t0"):
+            assert ck["host"][key].dtype == host[key].dtype and torch.equal(ck["host"][key],
+                                                                            host[key])
+        for name, a in ck["arrays"].items():
+            check_value(a, values[name], f"checkpoint of {k} ranks: {name}")
+            if how is small_replicated and a.size < 10:
+                assert a.layout == Layout().resolve(grid, a.ndim), (name, a.layout)
+        if isinstance(how, dict):
+            assert ck["arrays"]["a5"].layout == dmath.col_block().resolve(grid, 2)
+            assert ck["odd"]["a/b"].layout == Layout().resolve(grid, 2)
+        check_value(ck["odd"]["a/b"], values["a5"], "key with a slash")
+        check_value(ck["odd"]["__x"], values["a6"], "key with two underscores")
+        check_value(ck["odd"][""][0], values["a7"], "empty key")
+        check_value(ck["tup"][0], values["a0"], "tuple item")
+        assert ck["odd"][".."] == 1
+        C.ok()
+
+
+# -- errors ---------------------------------------------------------------------------------
+def copy(src: str, name: str) -> str:
+    dst = os.path.join(ROOT, f"bad{n}", name)
+    on_root(lambda: shutil.copytree(src, dst))
+    return dst
+
+
+def edit_json(path: str, change) -> None:
+    def go():
+        with open(path) as f:
+            j = json.load(f)
+        change(j)
+        with open(path, "w") as f:
+            json.dump(j, f)
+    on_root(go)
+
+
+def chunk_files(path: str) -> list[str]:
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f != "zarr.json")
+
+
+def errors() -> None:
+    import zarr
+    name, shape, dtype, x = next(s for s in specs(n) if s[0] == "a5")
+    src = saved(n, name)
+    expect(FileNotFoundError, lambda: dmath.load(os.path.join(ROOT, "nothing")), "no checkpoint")
+
+    bad = copy(src, "json")
+    on_root(lambda: open(os.path.join(bad, "zarr.json"), "w").write("{not json"))
+    expect(ValueError, lambda: dmath.load(bad), "cannot be read")
+
+    bad = copy(src, "format")
+    edit_json(os.path.join(bad, "zarr.json"),
+              lambda j: j["attributes"]["dmath"].update(format=99))
+    expect(ValueError, lambda: dmath.load(bad), "format version 99")
+
+    bad = os.path.join(ROOT, f"bad{n}", "foreign")
+    on_root(lambda: zarr.create_group(bad))
+    expect(ValueError, lambda: dmath.load(bad), "not a dmath checkpoint")
+
+    bad = copy(src, "shape")
+    edit_json(os.path.join(bad, "array", "zarr.json"), lambda j: j.update(shape=[5, 8]))
+    expect(ValueError, lambda: dmath.load(bad), "does not match")
+
+    bad = copy(src, "nochunk")
+    on_root(lambda: os.remove(chunk_files(bad)[-1]))
+    expect(ValueError, lambda: dmath.load(bad, layout=dmath.replicated()), "lacks chunk")
+    expect(ValueError, lambda: dmath.load(bad, layout=dmath.row_block()), "lacks chunk")
+
+    bad = copy(src, "damaged")
+    on_root(lambda: open(chunk_files(bad)[0], "r+b").truncate(3))
+    expect(ValueError, lambda: dmath.load(bad, layout=dmath.replicated()))
+
+    expect(ValueError, lambda: dmath.load(src, layout=Layout("nope")), "'nope'", "(5, 7)")
+    expect(ValueError, lambda: dmath.load(src, layout=Layout(None, None, None)), "3 dims")
+    expect(TypeError, lambda: dmath.load(src, layout="row_block"), "layout must be")
+    expect(TypeError, lambda: dmath.load(src, layout={"": "row"}), "not a dmath.Layout")
+
+    # Saving: unsupported objects, existing paths, a failure mid-save, atomic overwrite.
+    a = dmath.load(src)
+    p = os.path.join(ROOT, f"bad{n}", "ck")
+    expect(TypeError, lambda: dmath.save(p, {"w": a, "f": object()}), "cannot store", "'f'")
+    expect(TypeError, lambda: dmath.save(p, {1: a}), "keys must be str")
+    expect(TypeError, lambda: dmath.save(p, {"s": np.array(["x"])}), "only bool and numeric")
+    assert not os.path.exists(p)
+    dmath.save(p, {"w": a, "v": 1})
+    expect(FileExistsError, lambda: dmath.save(p, {"w": a, "v": 2}), "overwrite=True")
+    assert dmath.load(p)["v"] == 1
+    b = dmath.load(src, layout=dmath.col_block()) * 2
+    dmath.save(p, {"w": b, "v": 3}, overwrite=True)
+    got = dmath.load(p)
+    assert got["v"] == 3
+    check_value(got["w"], x * 2, "overwritten checkpoint")
+    from dmath.ops import io
+    real = io._write_piece
+
+    def failing(tmp, node, arr):
+        if rank == n - 1:
+            raise OSError(28, "No space left on device (simulated)")
+        real(tmp, node, arr)
+    io._write_piece = failing
+    try:
+        expect(OSError, lambda: dmath.save(p, {"w": a, "v": 4}, overwrite=True), "No space left")
+    finally:
+        io._write_piece = real
+    got = dmath.load(p)
+    assert got["v"] == 3, "a failed save changed the checkpoint"
+    check_value(got["w"], x * 2, "checkpoint after a failed save")
+    left = [f for f in os.listdir(os.path.dirname(p)) if ".tmp-" in f or ".old-" in f]
+    assert not left, f"temporary directories left: {left}"
+    C.ok()
+
+    # No pickle: every file is zarr.json (plain JSON) or a chunk under c/ (raw bytes).
+    for d, _, fs in os.walk(os.path.join(ROOT, f"saved{n}")):
+        for f in fs:
+            full = os.path.join(d, f)
+            if f == "zarr.json":
+                with open(full) as fh:
+                    json.load(fh)
+            else:
+                rel = os.path.relpath(full, os.path.join(ROOT, f"saved{n}")).split(os.sep)
+                assert "c" in rel and all(s.isdigit() for s in rel[rel.index("c") + 1:]), full
+                with open(full, "rb") as fh:
+                    assert fh.read(2) not in (b"\x80\x04", b"\x80\x05"), f"{full} is a pickle"
+    C.ok()
+
+
+save_all()
+world.barrier()
+for k in LOADS:
+    load_from(k)
+if "--errors" in sys.argv:
+    errors()
+C.report()
