@@ -1,6 +1,8 @@
 """Helpers shared by the ops: argument checks that name the problem."""
 from __future__ import annotations
 
+import operator
+
 from ..array import DArray, Layout, as_dtype
 from ..runtime import context, default_grid
 
@@ -17,10 +19,14 @@ def resolve_layout(layout: Layout | None, grid, ndim: int) -> Layout:
 
 
 def check_shape(shape) -> tuple[int, ...]:
-    if isinstance(shape, int):
-        shape = (shape,)
+    """``shape`` as a tuple of ints; an int is a 1-D shape. Like numpy, a float
+    (2.5, or even 2.0) is a TypeError, not truncated."""
     try:
-        shape = tuple(int(s) for s in shape)
+        shape = (operator.index(shape),)
+    except TypeError:
+        pass
+    try:
+        shape = tuple(operator.index(s) for s in shape)
     except TypeError:
         raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
     if any(s < 0 for s in shape):

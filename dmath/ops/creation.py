@@ -13,6 +13,8 @@ import numpy as np
 import torch
 
 from ..array import DArray, Dim, Layout, as_dtype, global_indices, local_shape
+from ..array.shards import is_summand_holder
+from ..runtime.comm import portable_error
 from ..runtime.dispatch import command
 from ._common import check_shape, device, dtype_or_default, grid_or_default, resolve_layout
 
@@ -109,19 +111,48 @@ def _select(t: torch.Tensor, idx: list[np.ndarray]) -> torch.Tensor:
     return t
 
 
-@command(client_defaults={"root": 0}, client_only=("tensor",))
-def from_torch(tensor: torch.Tensor | None, layout: Layout | None = None, *, grid=None,
-               root: int | None = None, dtype=None) -> DArray:
-    """Distribute a global tensor.
+def _torch_source(tensor) -> torch.Tensor:
+    """``tensor`` checked as host data ``from_torch`` can distribute."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"from_torch needs a torch.Tensor, got a {type(tensor).__name__}; "
+                        "use dmath.from_numpy for numpy arrays and lists")
+    as_dtype(tensor.dtype)                       # TypeError naming the unsupported dtype
+    return tensor
 
-    ``root=None``: every rank passes the same tensor and keeps its own slice
-    (no communication). ``root=r``: only rank r passes it (others pass None)
-    and it is scattered from there."""
+
+def _numpy_source(array) -> torch.Tensor:
+    """``array`` (anything numpy.asarray takes) as a tensor sharing its memory when it can;
+    a 0-d array stays 0-d."""
+    a = np.asarray(array)
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"from_numpy: cannot distribute an array of dtype {a.dtype} "
+                        "(numbers and bools only)")
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    if not a.flags.c_contiguous:
+        a = a.copy(order="C")                    # (np.ascontiguousarray makes 0-d 1-d)
+    return _torch_source(torch.from_numpy(a))
+
+
+def _distribute(data, to_tensor, layout, grid, root, dtype) -> DArray:
+    """from_torch / from_numpy: ``to_tensor(data)`` on the rank(s) holding the data,
+    checked before any collective that depends on it (see ``from_torch``)."""
     grid = grid_or_default(grid)
     world = grid.world
+
+    def meta_of(t):
+        return None if t is None else (tuple(t.shape), t.dtype)
+    src = None
     if root is None:
-        meta = None if tensor is None else (tuple(tensor.shape), tensor.dtype)
-        metas = world.allgather_obj(meta)
+        try:
+            src = None if data is None else to_tensor(data)
+            mine = meta_of(src)
+        except Exception as e:                   # every rank raises the first one
+            mine = portable_error(e)
+        metas = world.allgather_obj(mine)
+        bad = [m for m in metas if isinstance(m, Exception)]
+        if bad:
+            raise bad[0]
         if None in metas:
             raise ValueError(f"from_torch/from_numpy without root: rank {metas.index(None)} "
                              "passed no data; pass root= to scatter from one rank")
@@ -129,40 +160,67 @@ def from_torch(tensor: torch.Tensor | None, layout: Layout | None = None, *, gri
             bad = next(r for r, m in enumerate(metas) if m != metas[0])
             raise ValueError(f"from_torch/from_numpy without root: rank {bad} passed shape/dtype "
                              f"{metas[bad]} but rank 0 passed {metas[0]}")
+        meta = metas[0]
     else:
         if not 0 <= root < world.size:
             raise ValueError(f"root {root} is not a rank of a {world.size}-rank world")
-        meta = (tuple(tensor.shape), tensor.dtype) if world.rank == root and tensor is not None else None
-        meta = world.bcast_obj(meta, root)
+        held = []
+
+        def prepare():                           # on root only; its error reaches every rank
+            held.append(None if data is None else to_tensor(data))
+            return meta_of(held[0])
+        meta = world.root_outcome(prepare, root)
         if meta is None:
             raise ValueError(f"from_torch/from_numpy: root rank {root} passed no data")
+        src = held[0] if held else None
     shape, src_dtype = meta
     t = src_dtype if dtype is None else as_dtype(dtype)
     lay = resolve_layout(layout, grid, len(shape))
+    # A partial layout: the value is the sum of the pieces over the partial axes, so
+    # one summand holder per group gets the data and the others zeros.
+    holds = [is_summand_holder(lay, grid, r) for r in range(world.size)]
     if root is None:
-        local = _select(tensor, global_indices(shape, lay, grid)).to(device=device(), dtype=t)
-        if local.data_ptr() == tensor.data_ptr():  # own a copy, not the caller's memory
+        if not holds[world.rank]:
+            local = torch.zeros(local_shape(shape, lay, grid), dtype=t, device=device())
+            return DArray(local, shape, lay, grid)
+        local = _select(src, global_indices(shape, lay, grid)).to(device=device(), dtype=t)
+        if local.data_ptr() == src.data_ptr():   # own a copy, not the caller's memory
             local = local.clone()
         return DArray(local.contiguous(), shape, lay, grid)
-    counts = [math.prod(local_shape(shape, lay, grid, r)) for r in range(world.size)]
+    counts = [math.prod(local_shape(shape, lay, grid, r)) if holds[r] else 0
+              for r in range(world.size)]
     flat = None
     if world.rank == root:
-        src = tensor.cpu()
+        src = src.cpu()
         flat = torch.cat([_select(src, global_indices(shape, lay, grid, r)).reshape(-1)
-                          for r in range(world.size)])
-    local = world.scatterv(flat, counts, root, src_dtype).view(local_shape(shape, lay, grid))
+                          for r in range(world.size) if holds[r]])
+    local = world.scatterv(flat, counts, root, src_dtype)
+    if not holds[world.rank]:
+        return DArray(torch.zeros(local_shape(shape, lay, grid), dtype=t, device=device()),
+                      shape, lay, grid)
+    local = local.view(local_shape(shape, lay, grid))
     return DArray(local.to(device=device(), dtype=t), shape, lay, grid)
+
+
+@command(client_defaults={"root": 0}, client_only=("tensor",))
+def from_torch(tensor: torch.Tensor | None, layout: Layout | None = None, *, grid=None,
+               root: int | None = None, dtype=None) -> DArray:
+    """Distribute a global tensor.
+
+    ``root=None``: every rank passes the same tensor and keeps its own slice
+    (no communication). ``root=r``: only rank r passes it (others pass None)
+    and it is scattered from there; rank r checks it first and a bad one
+    raises the same error on every rank. A ``layout`` with partial axes puts
+    the value on one summand per partial group and zeros on the others."""
+    return _distribute(tensor, _torch_source, layout, grid, root, dtype)
 
 
 @command(client_defaults={"root": 0}, client_only=("array",))
 def from_numpy(array: np.ndarray | None, layout: Layout | None = None, *, grid=None,
                root: int | None = None, dtype=None) -> DArray:
-    """Distribute a global numpy array (see ``from_torch`` for ``root``)."""
-    t = None
-    if array is not None:
-        array = np.asarray(array)
-        t = torch.from_numpy(np.ascontiguousarray(array))
-    return from_torch(t, layout, grid=grid, root=root, dtype=dtype)
+    """Distribute a global numpy array, or anything ``numpy.asarray`` takes, of
+    numbers or bools (see ``from_torch`` for ``root`` and partial layouts)."""
+    return _distribute(array, _numpy_source, layout, grid, root, dtype)
 
 
 @command

@@ -11,8 +11,9 @@ which has no such types; bool) are done in float32 and cast back.
 """
 from __future__ import annotations
 
+import pickle
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -46,6 +47,23 @@ class CommStats:
 
 
 STATS = CommStats()
+
+
+def portable_error(e: Exception) -> Exception:
+    """``e`` if it pickles and comes back as the same type and message, else a copy of
+    its type made from its message (a RuntimeError naming the type if even that fails)."""
+    try:
+        back = pickle.loads(pickle.dumps(e))
+        if type(back) is type(e) and str(back) == str(e):
+            return e
+    except Exception:
+        pass
+    try:
+        copy = type(e)(str(e))
+        pickle.loads(pickle.dumps(copy))
+        return copy
+    except Exception:
+        return RuntimeError(f"{type(e).__qualname__}: {e}")
 
 
 class Comm:
@@ -84,6 +102,26 @@ class Comm:
         if bad:
             r, p = bad[0]
             raise exc(f"rank {r}: {p}")
+
+    def root_outcome(self, fn: Callable[[], Any], root: int = 0) -> Any:
+        """``fn()`` run on ``root`` alone, its result broadcast to every rank; if it
+        raised, every rank raises that exception (root the original, the others a
+        copy of the same type and message) instead of waiting in a collective
+        ``root`` will not join. The way a command prepares data only one rank
+        holds (``client_only`` arguments, see ``dispatch``)."""
+        outcome = None
+        if self.rank == root:
+            try:
+                outcome = (True, fn())
+            except Exception as e:
+                err = e
+                outcome = (False, portable_error(e))
+        ok, value = self.mpi.bcast(outcome, root=root)
+        if ok:
+            return value
+        if self.rank == root:
+            raise err
+        raise value
 
     # -- data plane: tensors -------------------------------------------------
     def _transport(self, t: torch.Tensor) -> Transport:

@@ -164,6 +164,8 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
         raise ValueError(f"mode must be 'client-server' or 'spmd', not {mode!r}")
     if errors not in (None, "eager", "lazy"):
         raise ValueError(f"errors must be 'eager' or 'lazy', not {errors!r}")
+    from . import spawn
+    spawn.before_mpi(workers)
     owns = _mpi.ensure_initialized()
     if owns:
         atexit.register(_at_exit)
@@ -171,7 +173,6 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     MPI = _mpi.MPI
     opts = dict(grid=grid, names=names, device=device, transport=transport, threads=threads,
                 errors=errors)
-    from . import spawn
     wmpi, spawned, opts = spawn.world_for(workers, mode, opts)
     grid, names, device, transport, threads, errors = (
         opts["grid"], opts["names"], opts["device"], opts["transport"], opts["threads"],
@@ -248,8 +249,9 @@ def finalize() -> None:
         import torch.distributed as dist
         if dist.is_initialized():
             dist.destroy_process_group()
-    if ctx.spawned is not None and not _mpi.MPI.Is_finalized():
-        ctx.spawned.Disconnect()
+    from .dispatch import session_lost
+    if ctx.spawned is not None and not _mpi.MPI.Is_finalized() and not session_lost():
+        ctx.spawned.Disconnect()         # (not with a dead rank: it would wait for it)
     if ctx.owns_mpi and not _mpi.MPI.Is_finalized():
         _mpi.MPI.Finalize()
 

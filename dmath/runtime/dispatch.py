@@ -42,11 +42,26 @@ importable (``except ValueError`` still works). The session stays usable.
 
 One thread on rank 0 drives a session (``_client`` is process-wide).
 
-A server that fails before a collective rank 0 is waiting in would leave
-rank 0 blocked for ever; a watchdog thread on rank 0 notices a failure
-report waiting while the current command runs longer than
-``DMATH_HANG_TIMEOUT`` seconds (default 30) and aborts the job with the
-remote traceback instead of hanging.
+No hang. A rank that fails alone before a collective the others wait in
+would leave them blocked for ever. Three rules keep that from happening:
+
+* Data only rank 0 holds (``client_only`` arguments: the servers get None)
+  is prepared *by its root inside* ``Comm.root_outcome``: the root converts
+  and checks it, then broadcasts either the metadata the others need or the
+  exception, which every rank raises (``from_numpy(np.array(["a"]))`` is a
+  TypeError on rank 0 and a server-side TypeError with the same message,
+  which rank 0 does not repeat; the session goes on). A command with
+  ``client_only`` arguments must make this broadcast its first collective.
+  Checks of arguments every rank receives raise the same error everywhere
+  by themselves; checks of per-rank data go through ``Comm.agree``.
+* A server that fails before a collective rank 0 waits in: a watchdog thread
+  on rank 0 notices a failure report waiting while the current command runs
+  longer than ``DMATH_HANG_TIMEOUT`` seconds (default 30) and aborts the job
+  with the remote traceback instead of hanging.
+* Rank 0 that fails alone anyway (a command breaking the first rule) waits
+  for the servers' outcome of that command; if they have not finished it
+  ``DMATH_HANG_TIMEOUT`` seconds later, the watchdog aborts the job printing
+  rank 0's error: an ended job, never a silent hang.
 """
 from __future__ import annotations
 
@@ -332,8 +347,10 @@ class Client:
         self._pickler.dispatch_table = {**copyreg.dispatch_table, Grid: _reduce_grid,
                                         **_HANDLE_TYPES}
         self.busy_since = 0.0
+        self.failing: tuple | None = None     # (since, what) while rank 0's failure is settled
         self.stopped = False
         self.broken = ""
+        self.lost = False                     # a rank's process died (see ``_lost``)
         self.last = ""
         self.commands = 0
         self._watchdog: threading.Thread | None = None
@@ -354,6 +371,9 @@ class Client:
         """Send the command, run it on rank 0's pieces, keep its arrays, check errors."""
         global _client
         if self.broken:
+            if self.lost:
+                raise RuntimeError(f"this dmath session is unusable ({self.broken}); call "
+                                   "dmath.finalize() and start a new one")
             raise RuntimeError(f"this dmath session is unusable: rank 0 left a command early "
                                f"({self.broken}); the other ranks may be waiting in it. "
                                "Restart the session.")
@@ -375,29 +395,35 @@ class Client:
             self.frees = []
         self.seq = seq = self.seq + 1
         sync = eager or spec.sync or not seq % LAZY_LAG
-        ch.send(seq, SYNC if sync else 0, payload)
-        del payload
-        self.commands += 1
-        self.last = spec.key
-        _client = None
-        self.busy_since = time.monotonic()
         try:
-            result = spec.fn(*args, **kwargs)
-        except BaseException as exc:
+            ch.send(seq, SYNC if sync else 0, payload)
+            del payload
+            self.commands += 1
+            self.last = spec.key
+            _client = None
+            self.busy_since = time.monotonic()
+            try:
+                result = spec.fn(*args, **kwargs)
+            except BaseException as exc:
+                _client = self
+                self.busy_since = 0.0
+                if not _process_failed(exc):
+                    self._after_failure(exc, seq, sync)
+                raise
             _client = self
             self.busy_since = 0.0
-            self._after_failure(exc, seq, sync)
+            if result is not None:
+                self._register(result, seq)
+            if sync:
+                errors = ch.gather_status()
+                if errors:
+                    self._raise(errors, earlier=errors[0]["seq"] != seq)
+            elif not _is_handles(result):
+                self._raise(self._status(None))
+        except Exception as exc:
+            if _process_failed(exc):
+                raise self._lost(seq) from exc
             raise
-        _client = self
-        self.busy_since = 0.0
-        if result is not None:
-            self._register(result, seq)
-        if sync:
-            errors = ch.gather_status()
-            if errors:
-                self._raise(errors, earlier=errors[0]["seq"] != seq)
-        elif not _is_handles(result):
-            self._raise(self._status(None))
         return result
 
     def _register(self, result, seq: int) -> None:
@@ -419,6 +445,27 @@ class Client:
         self.frees.append(ref.handle)
 
     # -- errors ---------------------------------------------------------------------------
+    def _lost(self, seq: int) -> RuntimeError:
+        """A rank's process died (MPI reported a process failure): the session is over.
+        Revoke the channel so the surviving servers leave; name the lost ranks."""
+        ch = self.channel
+        try:
+            group = ch.mpi.Get_failed()
+            lost = group.Translate_ranks(list(range(group.Get_size())), ch.mpi.Get_group())
+            group.Free()
+        except Exception:
+            lost = []
+        try:
+            ch.mpi.Revoke()
+        except Exception:
+            pass
+        who = ", ".join(map(str, lost)) or "?"
+        self.broken = f"lost rank {who}"
+        self.lost = True
+        return RuntimeError(f"dmath: lost rank {who} (its process exited or was killed) while "
+                            f"running {self.last} (command #{seq}); this session cannot go on: "
+                            "call dmath.finalize() and start a new one")
+
     def _status(self, discard: int | None) -> list[dict]:
         """Ask every server for its failures since the last look (a message + a gather)."""
         self.seq += 1
@@ -433,8 +480,13 @@ class Client:
             # rank 0 will never join, so waiting for them could hang for ever.
             self.broken = f"{type(exc).__name__} in {self.last} (#{seq})"
             return
-        errors = self.channel.gather_status() if sync else []   # the command's own gather
-        errors += self._status(seq)
+        self.failing = (time.monotonic(), f"{self.last} (command #{seq}) raised on rank 0: "
+                        f"{type(exc).__qualname__}: {exc}")
+        try:
+            errors = self.channel.gather_status() if sync else []   # the command's own gather
+            errors += self._status(seq)
+        finally:
+            self.failing = None
         mine = (type(exc).__qualname__, str(exc))
         other = [e for e in errors if e["seq"] != seq or (e["type"], e["message"]) != mine]
         if other and hasattr(exc, "add_note"):
@@ -457,6 +509,8 @@ class Client:
             return
         self.stopped = True
         _client = None
+        if self.lost:                # nobody to tell: the survivors left when revoked
+            return
         if self.broken:              # the servers cannot be reached in order: end the job
             print(f"dmath: ending the job ({self.broken})", file=sys.stderr, flush=True)
             self.channel.mpi.Abort(1)
@@ -478,6 +532,14 @@ class Client:
     def _watch(self) -> None:
         while not self.stopped:
             time.sleep(min(1.0, self.hang_timeout / 4))
+            failing = self.failing
+            if failing is not None and time.monotonic() - failing[0] >= self.hang_timeout \
+                    and self.failing is failing and not self.stopped:
+                print(f"dmath: {failing[1]}\nThe other ranks have not finished that command "
+                      f"{time.monotonic() - failing[0]:.0f} s later (DMATH_HANG_TIMEOUT): they "
+                      "are most likely waiting in a collective rank 0 left. Aborting.",
+                      file=sys.stderr, flush=True)
+                self.channel.mpi.Abort(1)
             since = self.busy_since
             if self.stopped or not since or time.monotonic() - since < self.hang_timeout:
                 continue
@@ -493,6 +555,28 @@ class Client:
                       "collective the failed rank will not join. Aborting.\n"
                       f"{RemoteError([detail])}", file=sys.stderr, flush=True)
                 self.channel.mpi.Abort(1)
+
+
+def _process_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is MPI's report of a dead process (ULFM's MPI_ERR_PROC_FAILED /
+    _PENDING, or a revoked communicator), as a spawned session sees it."""
+    from .mpi import MPI
+    if not isinstance(exc, MPI.Exception):
+        return False
+    classes = {getattr(MPI, n, None) for n in
+               ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED")} - {None}
+    try:
+        return exc.Get_error_class() in classes
+    except Exception:
+        return False
+
+
+def session_lost() -> bool:
+    """True when the client-server session ended because a rank's process died."""
+    return _LOST[0]
+
+
+_LOST = [False]
 
 
 def _is_handles(result) -> bool:
@@ -518,6 +602,7 @@ def stop_client() -> None:
     global _session
     client, _session = _session, None
     if client is not None:
+        _LOST[0] = client.lost
         client.stop()
 
 

@@ -20,7 +20,7 @@ import time
 import traceback
 
 from .channel import STOP, SYNC, Channel
-from .dispatch import _ID_BITS, handles_in, lookup
+from .dispatch import _ID_BITS, _process_failed, handles_in, lookup
 
 REGISTRY: dict[int, object] = {}          # handle -> array (or other handle object)
 _FAILED: dict[int, str] = {}              # seq -> command, of recent failed commands
@@ -119,13 +119,20 @@ def serve(ctx) -> None:
     ch = Channel(ctx.world.mpi, ctx.local_size)
     rank = ch.rank
     while True:
-        seq, flags, payload = ch.receive()
-        if flags & STOP:
-            break
-        _run_one(ch, rank, seq, payload)
-        del payload
-        if flags & SYNC:
-            ch.gather_status()
+        try:
+            seq, flags, payload = ch.receive()
+            if flags & STOP:
+                break
+            _run_one(ch, rank, seq, payload)
+            del payload
+            if flags & SYNC:
+                ch.gather_status()
+        except Exception as exc:        # a rank died and rank 0 revoked the session (ULFM)
+            if not _process_failed(exc):
+                raise
+            print(f"dmath server rank {rank}: the session is lost ({exc}); exiting",
+                  file=sys.stderr, flush=True)
+            os._exit(1)
     REGISTRY.clear()
     ch.free()
     from .context import finalize
