@@ -226,4 +226,49 @@ for grid in GRIDS[:2]:
             continue
         raise AssertionError(f"norm{bad} did not raise")
     C.ok()
+# -- cumsum: along sharded axes, every layout kind, partial inputs stay partial -------------
+from dmath.ops import scan as S  # noqa: E402
+for grid in GRIDS:
+    dmath.set_default_grid(grid)
+    for shape in [(13,), (2 * grid.size + 1, 3), (3, 5, 4), (0, 4), (1,)]:
+        for name in ("float64", "int64", "bool", "float32"):
+            dt = dtype_of(name)
+            x = values(shape, dt, False)
+            lay = random_layout(rng, len(shape), grid, partial=name == "float64")
+            a = make(rng, x, lay, grid, dt)
+            xa = stored(x, dt) if dt != torch.bool else x
+            for axis in range(-1, len(shape)):
+                got = S.cumsum(a, axis=axis)
+                want = np.cumsum(xa, axis=axis)
+                assert got.layout == a.layout and got.shape == want.shape, (got.layout, a.layout)
+                assert got.dtype == (dt if dt.is_floating_point else torch.int64), got.dtype
+                exact_piece(got, want, f"cumsum axis={axis} {shape} {name} {lay} on {grid!r}")
+            if len(shape) == 1:
+                exact_piece(S.cumsum(a), np.cumsum(xa), "cumsum axis=None")
+                exact_piece(S.cumsum(a, dtype="float32"), np.cumsum(xa, dtype=np.float32),
+                            "cumsum dtype")
+            C.ok()
+# -- sort / argsort: local, transpose (N-D) and sample sort (1-D) along sharded axes ----------
+from dmath.ops import sort as SO  # noqa: E402
+for grid in GRIDS:
+    dmath.set_default_grid(grid)
+    for shape in [(0,), (1,), (6 * grid.size + 5,), (2 * grid.size + 1, 3), (3, 4, 5)]:
+        for name in ("float64", "float16", "int64", "bool"):
+            dt = dtype_of(name)
+            x = values(shape, dt, True)
+            lay = random_layout(rng, len(shape), grid, partial=name == "float64")
+            if len(shape) == 1 and rng.random() < 0.7:     # mostly sharded 1-D: sample sort
+                lay = Layout(Dim(grid.names, [None, 1, 3][int(rng.integers(0, 3))]))
+            a = make(rng, x, lay.resolve(grid, len(shape)), grid, dt) if not np.isnan(x).any() \
+                else dmath.from_numpy(x, lay.without_partial(), grid=grid, dtype=dt)
+            xa = stored(x, dt) if dt != torch.bool else x
+            for axis in range(-1, len(shape)):
+                what = f"sort axis={axis} {shape} {name} {a.layout} on {grid!r}"
+                got = SO.sort(a, axis=axis)
+                assert got.layout == a.layout.without_partial() and got.dtype == dt, what
+                exact_piece(got, np.sort(xa, axis=axis), what)
+                idx = SO.argsort(a, axis=axis, kind="quicksort")
+                assert idx.dtype == torch.int64 and idx.layout == got.layout, what
+                exact_piece(idx, np.argsort(xa, axis=axis, kind="stable"), "arg" + what)
+            C.ok()
 C.report()
