@@ -4,6 +4,8 @@
                                       rank 0 runs it, the others serve)
     dmath info [-n N]                 ranks, hosts, devices, MPI, NCCL, torch, grid
     dmath tune [-n N] [...]           measure this machine for the GEMM cost model
+    dmath train [-n N] [...]          train a classifier (see dmath/cli/train.py)
+    dmath data fetch NAME             get mnist / fashion-mnist into ./data
 
 ``run`` wraps the installed MPI's launcher (``launch.mpiexec_command``):
 oversubscription when ranks exceed cores, running as root where that is the
@@ -23,6 +25,8 @@ from .launch import launch_env, mpiexec_command
 MODULES = {
     "info": ("dmath.cli.info", "ranks, hosts, devices, MPI, NCCL, torch, grid"),
     "tune": ("dmath.linalg.tune", "measure this machine for the GEMM cost model"),
+    "train": ("dmath.cli.train", "train lenet/vgg/resnet on MNIST, Fashion-MNIST or .npz"),
+    "data": ("dmath.cli.data", "fetch a data set: dmath data fetch mnist|fashion-mnist"),
 }
 
 
@@ -64,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="dmath", description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n".join(__doc__.splitlines()[2:7]))
+                                 epilog="\n".join(__doc__.splitlines()[2:9]))
     sub = ap.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="run a Python program on N local ranks")
     run.add_argument("-n", "--ranks", type=int, default=os.cpu_count() or 1,

@@ -19,6 +19,7 @@ import torch
 from .. import ops
 from ..array import DArray, Layout
 from ..runtime import default_grid
+from ..runtime.dispatch import command
 from . import activation, conv, linear, loss, norm, pool
 from ._common import pair, to_layout
 from .gradsync import GradReducer
@@ -30,6 +31,8 @@ class Module:
     """Base: ``forward``/``backward`` and the parameters of this layer and its children."""
 
     compute_dtype: torch.dtype | None = None
+    training: bool = True
+    _buffers: tuple = ()          # names of DArray attributes saved in ``state_dict``
 
     def params(self) -> list[Param]:
         out = [v for v in vars(self).values() if isinstance(v, Param)]
@@ -38,7 +41,62 @@ class Module:
         return out
 
     def children(self) -> list["Module"]:
+        return [c for _, c in self.named_children()]
+
+    def named_children(self) -> list[tuple[str, "Module"]]:
         return []
+
+    def train(self, mode: bool = True) -> "Module":
+        """Training mode (dropout drops, batch norm uses batch statistics) or not."""
+        self.training = bool(mode)
+        for c in self.children():
+            c.train(mode)
+        return self
+
+    def eval(self) -> "Module":
+        """Evaluation mode: ``train(False)``."""
+        return self.train(False)
+
+    def state_dict(self, prefix: str = "") -> dict[str, DArray]:
+        """Parameters (masters) and buffers by torch-style names (``"0.weight"``,
+        ``"1.running_mean"``); the arrays themselves, not copies."""
+        out = {prefix + v.name: v.master for v in vars(self).values()
+               if isinstance(v, Param)}
+        out.update({prefix + b: getattr(self, b) for b in self._buffers})
+        for name, c in self.named_children():
+            out.update(c.state_dict(f"{prefix}{name}."))
+        return out
+
+    def load_state_dict(self, state: dict, strict: bool = True) -> None:
+        """Copy ``state``'s arrays in, each converted to the current array's layout,
+        grid and dtype (any rank count or layout it was saved from)."""
+        mine = self._state_slots()
+        if strict:
+            missing, extra = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
+            if missing or extra:
+                raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys "
+                               f"{extra}")
+        for key, (owner, attr) in mine.items():
+            if key not in state:
+                continue
+            cur = owner.master if isinstance(owner, Param) else getattr(owner, attr)
+            v = state[key]
+            if not isinstance(v, DArray) or tuple(v.shape) != tuple(cur.shape):
+                raise ValueError(f"load_state_dict: {key!r} needs an array of shape "
+                                 f"{tuple(cur.shape)}, got "
+                                 f"{getattr(v, 'shape', type(v).__name__)}")
+            new = _adopt(v, cur)
+            if isinstance(owner, Param):
+                owner.set_master(new)
+            else:
+                setattr(owner, attr, new)
+
+    def _state_slots(self, prefix: str = "") -> dict:
+        out = {prefix + v.name: (v, None) for v in vars(self).values() if isinstance(v, Param)}
+        out.update({prefix + b: (self, b) for b in self._buffers})
+        for name, c in self.named_children():
+            out.update(c._state_slots(f"{prefix}{name}."))
+        return out
 
     def __call__(self, x: DArray) -> DArray:
         return self.forward(x)
@@ -78,6 +136,14 @@ class Module:
 
     def _in(self, x: DArray) -> DArray:
         return x if self.compute_dtype is None else x.astype(self.compute_dtype)
+
+
+@command
+def _adopt(v: DArray, like: DArray) -> DArray:
+    """A fresh copy of ``v`` in ``like``'s grid, layout and dtype (safe to update in place)."""
+    a = v.redistribute(like.layout, like.grid) if v.grid != like.grid else to_layout(v, like.layout)
+    a = a.astype(like.dtype)
+    return DArray(a.local.clone(), a.shape, a.layout, a.grid)
 
 
 def _uniform(shape, bound: float, seed: int | None, grid, dtype) -> DArray:
@@ -154,6 +220,8 @@ class Linear(Module):
 
 
 class BatchNorm2d(Module):
+    _buffers = ("running_mean", "running_var")
+
     def __init__(self, c: int, *, eps: float = 1e-5, momentum: float = 0.1, grid=None,
                  dtype=torch.float32):
         grid = default_grid() if grid is None else grid
@@ -235,8 +303,8 @@ class Sequential(Module):
     def __init__(self, *layers: Module):
         self.layers = list(layers)
 
-    def children(self):
-        return self.layers
+    def named_children(self):
+        return [(str(i), layer) for i, layer in enumerate(self.layers)]
 
     def forward(self, x):
         for layer in self.layers:
@@ -255,21 +323,33 @@ class Residual(Module):
     def __init__(self, body: Module):
         self.body, self._x_layout = body, None
 
-    def children(self):
-        return [self.body]
+    def named_children(self):
+        return [("body", self.body)]
 
     def forward(self, x):
         y = self.body(x)
         self._x_layout = x.layout
-        return DArray(y.local + to_layout(x, y.layout).local, y.shape, y.layout, y.grid)
+        return _residual_add(y, x)
 
     def backward(self, dy, reducer=None, need_dx=True):
-        dx = self.body.backward(dy, reducer)
-        skip = to_layout(dy, self._x_layout)
-        if _shares_memory(dx.local, dy.local) or _shares_memory(dx.local, skip.local):
-            return DArray(dx.local + skip.local, dx.shape, dx.layout, dx.grid)
-        dx.local.add_(skip.local)          # dx is the body's fresh result: sum in place
-        return dx
+        return _residual_backward(self.body.backward(dy, reducer), dy, self._x_layout)
+
+
+@command
+def _residual_add(y: DArray, x: DArray) -> DArray:
+    """y + x, x brought to y's layout (a command: client-server mode makes it everywhere)."""
+    return DArray(y.local + to_layout(x, y.layout).local, y.shape, y.layout, y.grid)
+
+
+@command
+def _residual_backward(dx: DArray, dy: DArray, x_layout: Layout) -> DArray:
+    """dx + dy (the skip's gradient) in x's layout."""
+    skip = to_layout(dy, x_layout)
+    if _shares_memory(dx.local, dy.local) or _shares_memory(dx.local, skip.local):
+        return DArray(dx.local + skip.local, dx.shape, dx.layout, dx.grid)
+    dx.local.add_(skip.local)          # dx is the body's fresh result: sum in place
+    dx.touch()
+    return dx
 
 
 def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:

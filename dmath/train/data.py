@@ -1,0 +1,347 @@
+"""Datasets on disk (IDX, npy, npz) and a ``DataLoader`` giving DArray batches.
+
+    ds = load_dataset("fashion-mnist", "train")          # or "mnist", PATH.npz, a dir
+    loader = DataLoader(ds, 128, layout=Layout("a"), shuffle=True, seed=0)
+    for x, y in loader:            # x (B, C, H, W) in ``layout``, y (B,) sharded like x's dim 0
+        ...
+
+Order. Epoch ``e`` visits the samples in ``permutation(N)`` of a numpy
+generator seeded with ``(seed, e)``: the same order on any number of ranks
+and any layout. Batch ``i`` is samples ``perm[i*B : (i+1)*B]``.
+
+Reading. Each rank reads only the rows of its own piece of the batch
+(``shards.global_indices`` of the batch layout): IDX and ``.npy`` files are
+memory-mapped (``np.memmap`` / ``np.load(mmap_mode="r")``), so a rank
+touches only its samples' pages. ``.npz`` archives and ``.gz`` files are
+read into memory once per rank (decompress big data sets first: ``dmath data
+fetch`` does). Images are scaled ``(x * scale - mean) / std`` into ``dtype``.
+
+Prefetch. After handing out batch ``i`` every rank starts a thread that
+reads and normalises its piece of batch ``i + 1`` (host work only, no MPI),
+so disk and decoding overlap the training step.
+
+Client-server mode: the loader is made on every rank under one handle and
+each batch is one command (the ranks know the order from the seed, so only
+the batch number travels).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..array import DArray, Layout, global_indices, local_shape
+from ..runtime import default_grid, dispatch
+from ..runtime.dispatch import command, register_handle_type
+
+_IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def read_idx_header(path: str | os.PathLike) -> tuple[np.dtype, tuple, int]:
+    """(dtype, shape, byte offset of the data) of an uncompressed IDX file."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+        if len(head) != 4 or head[0] != 0 or head[1] != 0 or head[2] not in _IDX_TYPES:
+            raise ValueError(f"{path}: not an IDX file (magic {head.hex()})")
+        ndim = head[3]
+        dims = np.frombuffer(f.read(4 * ndim), dtype=">i4")
+    if len(dims) != ndim:
+        raise ValueError(f"{path}: IDX header truncated")
+    return np.dtype(_IDX_TYPES[head[2]]), tuple(int(d) for d in dims), 4 + 4 * ndim
+
+
+def _is_idx(path: str) -> bool:
+    return "idx" in os.path.basename(path) or path.endswith(".idx")
+
+
+def open_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
+    """An array from an IDX file (memory-mapped; ``.gz`` read into memory), a
+    ``.npy`` file (memory-mapped) or one ``key`` of an ``.npz`` archive."""
+    path = str(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such data file: {path}")
+    if path.endswith(".npz"):
+        with np.load(path) as z:
+            if key not in z:
+                raise KeyError(f"{path} has no array {key!r} (it has {sorted(z.files)})")
+            return z[key]
+    if path.endswith(".npy"):
+        return np.load(path, mmap_mode="r")
+    if _is_idx(path):
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                raw = f.read()
+            dt, shape, off = _idx_header_bytes(raw, path)
+            return np.frombuffer(raw, dtype=dt, offset=off, count=int(np.prod(shape))
+                                 ).reshape(shape)
+        dt, shape, off = read_idx_header(path)
+        size = os.path.getsize(path)
+        if size < off + int(np.prod(shape)) * dt.itemsize:
+            raise ValueError(f"{path}: IDX file shorter than its header says ({shape})")
+        return np.memmap(path, dtype=dt, mode="r", offset=off, shape=shape)
+    raise ValueError(f"{path}: unknown data format (use IDX, .npy or .npz)")
+
+
+def _idx_header_bytes(raw: bytes, path: str):
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES:
+        raise ValueError(f"{path}: not an IDX file")
+    ndim = raw[3]
+    dims = np.frombuffer(raw[4:4 + 4 * ndim], dtype=">i4")
+    return np.dtype(_IDX_TYPES[raw[2]]), tuple(int(d) for d in dims), 4 + 4 * ndim
+
+
+@dataclass
+class Source:
+    """A picklable reference to an array: a file (``path``, ``key``) opened lazily on
+    each rank, or a small in-memory array (``data``, travels by value)."""
+
+    path: str | None = None
+    key: str | None = None
+    data: np.ndarray | None = None
+    _arr: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def array(self) -> np.ndarray:
+        if self._arr is None:
+            self._arr = self.data if self.data is not None else open_array(self.path, self.key)
+        return self._arr
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_arr"] = None
+        return d
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.array().shape)
+
+
+def _source(x) -> Source:
+    if isinstance(x, Source):
+        return x
+    if isinstance(x, np.ndarray):
+        return Source(data=x)
+    return Source(path=str(x))
+
+
+@dataclass
+class Dataset:
+    """Images ``x`` (N, H, W) or (N, C, H, W) and integer labels ``y`` (N,); batches
+    are ``(x * scale - mean) / std`` in the loader's dtype."""
+
+    x: Source
+    y: Source
+    scale: float = 1.0
+    mean: float = 0.0
+    std: float = 1.0
+    name: str = ""
+    limit: int | None = None        # use only the first ``limit`` samples
+
+    def __post_init__(self):
+        self.x, self.y = _source(self.x), _source(self.y)
+
+    def __len__(self) -> int:
+        n = self.x.shape[0]
+        return n if self.limit is None else min(n, int(self.limit))
+
+    @property
+    def sample_shape(self) -> tuple:
+        s = self.x.shape[1:]
+        return (1,) + s if len(s) == 2 else s
+
+    @property
+    def num_classes(self) -> int:
+        return int(np.asarray(self.y.array()[:len(self)]).max()) + 1
+
+    def check(self) -> "Dataset":
+        if self.x.shape[0] != self.y.shape[0]:
+            raise ValueError(f"dataset {self.name!r}: {self.x.shape[0]} images but "
+                             f"{self.y.shape[0]} labels")
+        if len(self.x.shape) not in (3, 4):
+            raise ValueError(f"dataset {self.name!r}: images must be (N, H, W) or "
+                             f"(N, C, H, W), got {self.x.shape}")
+        return self
+
+    def read(self, rows: np.ndarray, dims: list[np.ndarray], dtype: torch.dtype) -> torch.Tensor:
+        """Images of samples ``rows``, restricted to ``dims`` (C, H, W index arrays),
+        normalised."""
+        order = np.argsort(rows, kind="stable")     # memmaps read fastest in file order
+        xs = np.empty((len(rows),) + self.x.shape[1:], self.x.array().dtype)
+        xs[order] = self.x.array()[rows[order]]
+        if xs.ndim == 3:
+            xs = xs[:, None]
+        xs = xs[np.ix_(np.arange(len(rows)), *dims)]
+        t = torch.from_numpy(np.ascontiguousarray(xs)).to(torch.float64 if dtype ==
+                                                         torch.float64 else torch.float32)
+        if self.scale != 1.0 or self.mean != 0.0 or self.std != 1.0:
+            t = (t * self.scale - self.mean) / self.std
+        return t.to(dtype)
+
+
+# (file stems, scale, mean, std) of the IDX data sets ``dmath data fetch`` gets
+KNOWN = {
+    "mnist": (0.1307, 0.3081),
+    "fashion-mnist": (0.2860, 0.3530),
+}
+
+
+def data_dir() -> Path:
+    """Where ``dmath data fetch`` puts data sets: ``$DMATH_DATA`` or ``./data``."""
+    return Path(os.environ.get("DMATH_DATA", "data")).expanduser()
+
+
+def load_dataset(spec: str, split: str = "train", root: str | os.PathLike | None = None
+                 ) -> Dataset:
+    """A data set by name (``mnist``, ``fashion-mnist``: IDX files under
+    ``root`` / ``data_dir()``), an ``.npz`` (``x_train``, ``y_train``, ``x_test``,
+    ``y_test``; or ``x``, ``y``) or a directory of IDX files."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    stem = "train" if split == "train" else "t10k"
+    if spec in KNOWN:
+        mean, std = KNOWN[spec]
+        d = Path(root) if root is not None else data_dir() / spec
+        xs, ys = _idx_pair(d, stem)
+        if xs is None:
+            raise FileNotFoundError(f"{spec} not found under {d}: run `dmath data fetch {spec}` "
+                                    f"(or set DMATH_DATA)")
+        return Dataset(xs, ys, 1 / 255, mean, std, spec).check()
+    p = Path(spec)
+    if p.suffix == ".npz":
+        if not p.exists():
+            raise FileNotFoundError(f"no such data file: {p}")
+        with zipfile.ZipFile(p) as z:
+            names = {n[:-4] for n in z.namelist()}
+        kx, ky = (f"x_{split}", f"y_{split}") if f"x_{split}" in names else ("x", "y")
+        if kx not in names or ky not in names:
+            raise KeyError(f"{p} needs arrays x_{split}/y_{split} (or x/y); it has "
+                           f"{sorted(names)}")
+        x = Source(str(p), kx)
+        scale = 1 / 255 if x.array().dtype == np.uint8 else 1.0
+        return Dataset(x, Source(str(p), ky), scale, name=p.stem).check()
+    if p.is_dir():
+        xs, ys = _idx_pair(p, stem)
+        if xs is None:
+            raise FileNotFoundError(f"{p}: no {stem}-images-idx3-ubyte[.gz] / "
+                                    f"{stem}-labels-idx1-ubyte[.gz]")
+        return Dataset(xs, ys, 1 / 255, 0.5, 0.5, p.name).check()
+    raise FileNotFoundError(f"data {spec!r}: not a known data set {sorted(KNOWN)}, an .npz "
+                            "file or a directory of IDX files")
+
+
+def _idx_pair(d: Path, stem: str):
+    for suffix in ("", ".gz"):
+        xs, ys = d / f"{stem}-images-idx3-ubyte{suffix}", d / f"{stem}-labels-idx1-ubyte{suffix}"
+        if xs.exists() and ys.exists():
+            return str(xs), str(ys)
+    return None, None
+
+
+# -- the loader --------------------------------------------------------------------------------
+@register_handle_type
+class DataLoader:
+    """Batches of ``dataset`` as DArrays: x in ``layout`` (4-D), y (B,) laid out like
+    x's dim 0. See the module docstring for order, reading and prefetch."""
+
+    def __new__(cls, *args, **kwargs):
+        if dispatch.is_client():
+            return _make_loader(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, dataset: Dataset, batch_size: int, *, layout: Layout | None = None,
+                 grid=None, shuffle: bool = False, seed: int = 0, drop_last: bool = False,
+                 dtype: torch.dtype = torch.float32, prefetch: bool = True):
+        if hasattr(self, "dataset"):
+            return                    # rank 0, client-server: made on every rank by __new__
+        if batch_size < 1:
+            raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
+        self.dataset = dataset.check()
+        self.batch_size, self.shuffle, self.seed = int(batch_size), bool(shuffle), int(seed)
+        self.drop_last, self.dtype, self.prefetch = bool(drop_last), dtype, bool(prefetch)
+        self.grid = default_grid() if grid is None else grid
+        self.x_layout = (layout or Layout()).resolve(self.grid, 4)
+        self.y_layout = Layout(self.x_layout.dims[0]).resolve(self.grid, 1)
+        self.epoch = 0
+        self._perm = None
+        self._ahead: tuple | None = None       # (epoch, batch, thread, result box)
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self.batch(i)
+
+    @command
+    def set_epoch(self, epoch: int) -> None:
+        """Use epoch ``epoch``'s order from now on."""
+        if epoch != self.epoch:
+            self.epoch, self._perm, self._ahead = int(epoch), None, None
+
+    def order(self) -> np.ndarray:
+        """This epoch's sample order (the same on every rank and rank count)."""
+        if self._perm is None:
+            n = len(self.dataset)
+            self._perm = np.random.default_rng([self.seed, self.epoch]).permutation(n) \
+                if self.shuffle else np.arange(n)
+        return self._perm
+
+    def _read(self, i: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        rows = self.order()[i * self.batch_size:(i + 1) * self.batch_size]
+        b = len(rows)
+        shape = (b,) + self.dataset.sample_shape
+        g = global_indices(shape, self.x_layout, self.grid)
+        x = self.dataset.read(rows[g[0]], g[1:], self.dtype)
+        gy = global_indices((b,), self.y_layout, self.grid)
+        y = torch.from_numpy(np.asarray(self.dataset.y.array()[rows[gy[0]]]).astype(np.int64))
+        return x, y, b
+
+    def _start(self, i: int) -> None:
+        box: list = []
+
+        def work():
+            try:
+                box.append(self._read(i))
+            except BaseException as exc:      # re-raised by the batch call that needs it
+                box.append(exc)
+        t = threading.Thread(target=work, name="dmath-prefetch", daemon=True)
+        t.start()
+        self._ahead = (self.epoch, i, t, box)
+
+    @command
+    def batch(self, i: int) -> tuple[DArray, DArray]:
+        """Batch ``i`` of this epoch; starts reading batch ``i + 1``."""
+        if not 0 <= i < len(self):
+            raise IndexError(f"batch {i} of a loader of {len(self)} batches")
+        got = None
+        if self._ahead is not None and self._ahead[:2] == (self.epoch, i):
+            self._ahead[2].join()
+            got = self._ahead[3][0]
+            if isinstance(got, BaseException):
+                raise got
+        self._ahead = None
+        x, y, b = got if got is not None else self._read(i)
+        if self.prefetch and i + 1 < len(self):
+            self._start(i + 1)
+        from ..ops._common import device
+        dev = device()
+        shape = (b,) + self.dataset.sample_shape
+        if tuple(x.shape) != local_shape(shape, self.x_layout, self.grid):
+            raise RuntimeError("DataLoader: piece shape mismatch")      # a bug, not user input
+        return (DArray(x.to(dev, non_blocking=True), shape, self.x_layout, self.grid),
+                DArray(y.to(dev, non_blocking=True), (b,), self.y_layout, self.grid))
+
+
+@command
+def _make_loader(*args, **kwargs) -> DataLoader:
+    return DataLoader(*args, **kwargs)
+
+
+__all__ = ["DataLoader", "Dataset", "KNOWN", "Source", "data_dir", "load_dataset",
+           "open_array", "read_idx_header"]

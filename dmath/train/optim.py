@@ -1,0 +1,197 @@
+"""Optimizers on ``Param`` masters: SGD (momentum, Nesterov, weight decay), Adam, AdamW.
+
+Gradients arrive already summed over ranks (``GradReducer`` / the layers'
+reductions) and lie in each master's layout, so every update is elementwise
+on the local pieces: one SPMD command per step, no communication. The state
+(momentum buffers, Adam moments) is a DArray per parameter in its master's
+layout, made on the first step. The formulas are torch.optim's
+(``_single_tensor_sgd`` / ``_single_tensor_adam``), so the same parameters
+and gradients give the same numbers:
+
+    SGD:   g += wd p;  b = g (first step) | mu b + (1 - damp) g;
+           g = g + mu b (Nesterov) | b;  p -= lr g
+    Adam:  g += wd p (AdamW instead: p *= 1 - lr wd);  m = b1 m + (1 - b1) g;
+           v = b2 v + (1 - b2) g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from ..array import DArray
+from ..nn.modules import _adopt
+from ..nn.precision import Param
+from ..ops import zeros_like
+from ..runtime.dispatch import command
+
+
+@command
+def _zeros(masters: list) -> list:
+    return [zeros_like(m) for m in masters]
+
+
+@command
+def _sgd_update(masters: list, grads: list, bufs: list | None, lr: float, momentum: float,
+                dampening: float, nesterov: bool, weight_decay: float, first: list) -> None:
+    for i, (p, g) in enumerate(zip(masters, grads)):
+        if g is None:
+            continue
+        d = g.local
+        if weight_decay:
+            d = d.add(p.local, alpha=weight_decay)
+        if momentum:
+            b = bufs[i].local
+            if first[i]:
+                b.copy_(d)
+            else:
+                b.mul_(momentum).add_(d, alpha=1 - dampening)
+            bufs[i].touch()
+            d = d.add(b, alpha=momentum) if nesterov else b
+        p.local.add_(d, alpha=-lr)
+        p.touch()
+
+
+@command
+def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, betas: tuple,
+                 eps: float, weight_decay: float, decoupled: bool, steps: list) -> None:
+    b1, b2 = betas
+    for p, g, m, v, t in zip(masters, grads, m1, m2, steps):
+        if g is None:
+            continue
+        c1, c2 = 1 - b1 ** t, math.sqrt(1 - b2 ** t)
+        d, w = g.local, p.local
+        if weight_decay and decoupled:
+            w.mul_(1 - lr * weight_decay)
+        elif weight_decay:
+            d = d.add(w, alpha=weight_decay)
+        m.local.mul_(b1).add_(d, alpha=1 - b1)
+        v.local.mul_(b2).addcmul_(d, d, value=1 - b2)
+        denom = (v.local.sqrt() / c2).add_(eps)
+        w.addcdiv_(m.local, denom, value=-lr / c1)
+        for a in (p, m, v):
+            a.touch()
+
+
+class Optimizer:
+    """Base: ``params``, ``lr``, ``step()``, ``zero_grad()``, ``state_dict()``."""
+
+    _state_names: tuple = ()
+    _hyper: tuple = ()
+
+    def __init__(self, params: Iterable[Param], lr: float):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError(f"{type(self).__name__}: no parameters to optimize")
+        if lr < 0:
+            raise ValueError(f"{type(self).__name__}: lr must be >= 0, got {lr}")
+        self.lr = float(lr)
+        self.base_lr = float(lr)
+        self.t = 0                                   # steps taken
+        self.steps = [0] * len(self.params)          # per parameter: steps with a gradient
+        self.state: dict[str, list[DArray]] = {}
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def _buffers(self) -> list[list[DArray]]:
+        masters = [p.master for p in self.params]
+        for name in self._state_names:
+            cur = self.state.get(name)
+            if cur is None or any(b.layout != m.layout or b.grid != m.grid
+                                  for b, m in zip(cur, masters)):
+                # first step, or a master moved to a new layout (Conv2d's "auto")
+                self.state[name] = _zeros(masters) if cur is None else \
+                    [_adopt(b, m) for b, m in zip(cur, masters)]
+        return [self.state[n] for n in self._state_names]
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def _count(self) -> list[int]:
+        """Advance the per-parameter step counts (a parameter without a gradient
+        does not step, as in torch); the counts before this step."""
+        before = list(self.steps)
+        self.steps = [s + (p.grad is not None) for s, p in zip(self.steps, self.params)]
+        self.t += 1
+        return before
+
+    def state_dict(self) -> dict:
+        return {"t": self.t, "steps": list(self.steps), "lr": self.lr, "base_lr": self.base_lr,
+                "hyper": {k: getattr(self, k) for k in self._hyper},
+                "state": {k: list(v) for k, v in self.state.items()}}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.t, self.lr, self.base_lr = int(sd["t"]), float(sd["lr"]), float(sd["base_lr"])
+        if len(sd["steps"]) != len(self.params):
+            raise ValueError(f"optimizer state for {len(sd['steps'])} parameters loaded into "
+                             f"one of {len(self.params)}")
+        self.steps = [int(s) for s in sd["steps"]]
+        for k, v in sd.get("hyper", {}).items():
+            setattr(self, k, tuple(v) if isinstance(v, list) else v)
+        self.state = {}
+        for k, bufs in sd.get("state", {}).items():
+            if len(bufs) != len(self.params):
+                raise ValueError(f"optimizer state {k!r} has {len(bufs)} buffers for "
+                                 f"{len(self.params)} parameters")
+            self.state[k] = [_adopt(b, p.master) for b, p in zip(bufs, self.params)]
+
+
+class SGD(Optimizer):
+    """torch.optim.SGD: ``momentum``, ``dampening``, ``nesterov``, ``weight_decay``."""
+
+    _hyper = ("momentum", "dampening", "nesterov", "weight_decay")
+
+    def __init__(self, params: Iterable[Param], lr: float = 0.01, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
+        super().__init__(params, lr)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
+        self.momentum, self.dampening = float(momentum), float(dampening)
+        self.nesterov, self.weight_decay = bool(nesterov), float(weight_decay)
+        self._state_names = ("momentum_buffer",) if momentum else ()
+
+    def step(self) -> None:
+        bufs = self._buffers()
+        first = [s == 0 for s in self._count()]
+        _sgd_update([p.master for p in self.params], [p.grad for p in self.params],
+                    bufs[0] if bufs else None, self.lr, self.momentum, self.dampening,
+                    self.nesterov, self.weight_decay, first)
+
+
+class Adam(Optimizer):
+    """torch.optim.Adam (L2 weight decay added to the gradient)."""
+
+    _state_names = ("exp_avg", "exp_avg_sq")
+    _hyper = ("betas", "eps", "weight_decay")
+    decoupled = False
+
+    def __init__(self, params: Iterable[Param], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0):
+        super().__init__(params, lr)
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"{type(self).__name__}: betas must lie in [0, 1), got {betas}")
+        self.betas, self.eps, self.weight_decay = tuple(betas), float(eps), float(weight_decay)
+
+    def step(self) -> None:
+        m1, m2 = self._buffers()
+        self._count()
+        _adam_update([p.master for p in self.params], [p.grad for p in self.params], m1, m2,
+                     self.lr, self.betas, self.eps, self.weight_decay, self.decoupled, self.steps)
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW: decoupled weight decay (default 0.01)."""
+
+    decoupled = True
+
+    def __init__(self, params: Iterable[Param], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.01):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+
+OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
+
+__all__ = ["Adam", "AdamW", "OPTIMIZERS", "Optimizer", "SGD"]
