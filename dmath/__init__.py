@@ -29,6 +29,7 @@ from .runtime import Grid, context, default_grid, finalize, init, is_initialized
 from .runtime import RemoteError, command, memory_stats, set_cache_budget, sync
 from . import linalg
 from . import nn
+from . import train
 from .linalg import gemm, matmul
 from .ops import io
 from .ops.io import load, save
@@ -48,6 +49,7 @@ __all__ = [
     "sum", "tanh", "where", "zeros", "zeros_like",
 ]
 __all__ += ["gemm", "linalg", "matmul"]
+__all__ += ["train"]
 __all__ += ["concatenate", "expand_dims", "flatten", "ravel", "reshape", "squeeze", "stack",
             "swapaxes", "transpose"]
 __all__ += ["RemoteError", "command", "memory_stats", "set_cache_budget", "sync"]
