@@ -44,7 +44,8 @@ from ._common import same_grid
 from .creation import from_numpy
 
 Scalar = (numbers.Number, np.generic, bool)
-_WEAK = {bool: bool, int: int, float: float, complex: complex}   # Python scalar types: weak
+# Promotion keys of Python scalars: int, float, complex are weak (NEP 50); bool is numpy's bool.
+_WEAK = {bool: np.dtype(np.bool_), int: int, float: float, complex: complex}
 
 
 def _is_scalar(x) -> bool:
@@ -74,13 +75,23 @@ def _key(x, name: str):
         return x.dtype
     if isinstance(x, torch.Tensor) and x.ndim == 0:
         return x.dtype
-    for t in (bool, int, float, complex):            # subclasses (IntEnum, np.float64...)
+    for t in (bool, int, float, complex):            # subclasses (IntEnum...)
         if isinstance(x, t):
-            return t
+            return _WEAK[t]
     if isinstance(x, numbers.Real):
         return float
     _check_operand(x, name)
     raise TypeError(f"{name}: unsupported operand {x!r}")
+
+
+def _py(t: torch.dtype) -> type:
+    """The Python scalar type torch treats as ``t``'s kind (``bool - True`` must
+    become ``float - 1.0`` when the loop is float)."""
+    if t == torch.bool:
+        return bool
+    if t.is_complex:
+        return complex
+    return float if t.is_floating_point else int
 
 
 def _np_dtype(t: torch.dtype) -> np.dtype:
@@ -245,8 +256,8 @@ def _apply(fn: Callable, operands: tuple, name: str, ufunc: str | None = None,
             layout = result_layout(shape, arrays)
             args = [_aligned(x, shape, layout) if isinstance(x, DArray) else y
                     for x, y in zip(operands, args)]
-    if ins is not None:
-        args = [x.to(d) if isinstance(x, torch.Tensor) and x.dtype != d else x
+    if ins is not None:                 # pieces and scalars in the loop's dtypes
+        args = [(x.to(d) if x.dtype != d else x) if isinstance(x, torch.Tensor) else _py(d)(x)
                 for x, d in zip(args, ins)]
     r = fn(*args)
     if out is not None and r.dtype != out:
