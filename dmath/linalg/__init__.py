@@ -5,12 +5,31 @@
 ``cost`` (constants measured by ``python -m dmath.linalg.tune``, also
 ``dmath tune``); ``kernels`` is the local GEMM; ``precision`` the dtype rules
 and the TF32 opt-in.
+
+Dense solvers (docs/linalg.md), right-looking and blocked on 2-D
+block-cyclic layouts (``_bc``): ``cholesky``, ``lu`` / ``lu_solve``, ``qr``
+(Householder, TSQR), ``solve_triangular`` / ``trsm``, and on top of them
+``solve``, ``cho_solve``, ``lstsq``, ``inv``, ``det``, ``slogdet``; ``eigh``
+and ``svd`` gather the matrix on one rank.
 """
 from . import cost, kernels, replicate, stationary, summa, summa25d
 from .kernels import kernel_for, set_local_kernel
 from .matmul import ALGORITHMS, Plan, default_out_layout, explain, gemm, matmul
 from .precision import allow_tf32, tf32_enabled
+from ._bc import LinAlgError, NotPositiveDefiniteError, SingularMatrixError
+from .cholesky import cholesky
+from .eig import eigh, svd
+from .lu import lu, lu_factor, lu_solve
+from .qr import qr
+from .solve import cho_solve, det, inv, lstsq, slogdet, solve
+from .triangular import solve_triangular, trsm
 
 __all__ = ["ALGORITHMS", "Plan", "allow_tf32", "cost", "default_out_layout", "explain", "gemm",
            "kernel_for", "kernels", "matmul", "replicate", "set_local_kernel", "stationary",
            "summa", "summa25d", "tf32_enabled"]
+__all__ += ["LinAlgError", "NotPositiveDefiniteError", "SingularMatrixError", "cho_solve",
+            "cholesky", "det", "eigh", "inv", "lstsq", "lu", "lu_factor", "lu_solve", "qr",
+            "slogdet", "solve", "solve_triangular", "svd", "trsm"]
+from . import products
+from .products import dot, matmul, tensordot, vdot  # noqa: F811 - matmul: N-D (batched) aware
+__all__ += ["dot", "products", "tensordot", "vdot"]

@@ -81,7 +81,7 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
     return pivots, info
 
 
-def _singular(info: int, what: str) -> SingularMatrixError:
+def singular_error(info: int, what: str) -> SingularMatrixError:
     return SingularMatrixError(f"{what}: singular matrix: U[{info - 1}, {info - 1}] is exactly "
                                f"zero (LAPACK info {info})", info)
 
@@ -104,12 +104,12 @@ def lu(a: DArray, *, nb: int | None = None, check: bool = True) -> tuple[DArray,
     if one_rank(a):
         LU, piv, info = one_rank_lu(whole(a))
         if check and info:
-            raise _singular(info, "lu")
+            raise singular_error(info, "lu")
         return DArray(LU, a.shape, a.layout.without_partial(), a.grid), piv
     M = to_bc(a, block_size(a, nb))
     piv, info = factor(M)
     if check and info:
-        raise _singular(info, "lu")
+        raise singular_error(info, "lu")
     return M.out(), piv
 
 
