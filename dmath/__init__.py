@@ -58,3 +58,10 @@ __all__ += ["arccos", "arcsin", "arctan", "arctan2", "bitwise_and", "bitwise_or"
             "cosh", "exp2", "expm1", "floor_divide", "fmod", "hypot", "invert", "isinf", "log1p",
             "log2", "log10", "logical_xor", "positive", "reciprocal", "remainder", "result_type",
             "rint", "sinh", "tan", "trunc"]
+from .ops import (all, any, argsort, array, asarray, copy, cumsum, empty_like,  # noqa: A004
+                  full_like, nanargmax, nanargmin, nanmax, nanmean, nanmin, nansum, ones_like,
+                  prod, sort, std, var)
+from .linalg import dot, tensordot, vdot
+__all__ += ["all", "any", "argsort", "array", "asarray", "copy", "cumsum", "dot", "empty_like",
+            "full_like", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nansum",
+            "ones_like", "prod", "sort", "std", "tensordot", "var", "vdot"]

@@ -217,6 +217,22 @@ class DArray:
     def squeeze(self, axis=None) -> "DArray":
         return OPERATORS["squeeze"](self, axis)
 
+    # -- reductions, sorting, products (dmath.ops.reductions/scan/sort, dmath.linalg) ----
+    for _name in ("sum", "prod", "mean", "std", "var", "max", "min", "any", "all", "argmax",
+                  "argmin", "cumsum", "argsort", "dot"):
+        locals()[_name] = _op(_name)
+        locals()[_name].__name__ = _name
+        locals()[_name].__doc__ = f"dmath.{_name}(self, ...): numpy's ndarray.{_name}."
+    del _name
+
+    def copy(self) -> "DArray":
+        """A copy with the same layout (partial sums stay partial); no communication."""
+        return OPERATORS["copy"](self)
+
+    def sort(self, axis: int = -1, kind: str | None = None) -> None:
+        """Sort in place along ``axis`` (numpy's ndarray.sort; see dmath.sort)."""
+        OPERATORS["sort_inplace"](self, axis, kind)
+
     # -- to the host ------------------------------------------------------------------
     @command(sync=True, client_defaults={"root": 0})
     def to_torch(self, root: int | None = None) -> torch.Tensor | None:

@@ -30,7 +30,7 @@ from functools import lru_cache
 
 import torch
 
-from ..array import OPERATORS, DArray, Dim, Layout, as_dtype, local_shape
+from ..array import DArray, Dim, Layout, as_dtype, local_shape
 from ..runtime.dispatch import command
 from . import cost, replicate, stationary, summa, summa25d
 from .kernels import local_gemm
@@ -237,13 +237,37 @@ def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: st
     return _finish_vector(C, va, vb)
 
 
+def _gemm_args(args: tuple, given: dict) -> tuple:
+    """(alpha, A, B, beta, C) from either call form of ``gemm``."""
+    names = ("A", "B", "C") if args and isinstance(args[0], DArray) else \
+        ("alpha", "A", "B", "beta", "C")
+    if len(args) > len(names):
+        raise TypeError(f"gemm: at most {len(names)} positional arguments ({', '.join(names)}) "
+                        f"in this form, got {len(args)}")
+    for name, v in zip(names, args):
+        if given[name] is not None:
+            raise TypeError(f"gemm: {name} given both by position and by keyword")
+        given[name] = v
+    for name in ("A", "B", "C"):
+        if given[name] is None:
+            raise TypeError(f"gemm: missing {name} (C := alpha op(A) op(B) + beta C)")
+    alpha = 1.0 if given["alpha"] is None else given["alpha"]
+    beta = 0.0 if given["beta"] is None else given["beta"]
+    return alpha, given["A"], given["B"], beta, given["C"]
+
+
 @command
-def gemm(alpha: float, A: DArray, B: DArray, beta: float, C: DArray, trans_a: bool = False,
+def gemm(*args, alpha: float | None = None, A: DArray | None = None, B: DArray | None = None,
+         beta: float | None = None, C: DArray | None = None, trans_a: bool = False,
          trans_b: bool = False, algorithm: str = "auto") -> DArray:
     """BLAS GEMM in place: C := alpha op(A) op(B) + beta C; returns C.
 
+    Two call forms: BLAS order ``gemm(alpha, A, B, beta, C)`` and
+    ``gemm(A, B, C, alpha=1.0, beta=0.0)``; any argument may be a keyword.
     op(X) is X or X.T (a layout swap, no traffic). Everything is checked
     before C is touched; C keeps its layout and dtype (bumps its version)."""
+    alpha, A, B, beta, C = _gemm_args(args, {"alpha": alpha, "A": A, "B": B, "beta": beta,
+                                             "C": C})
     for name, v in (("alpha", alpha), ("beta", beta)):
         if not isinstance(v, numbers.Number) or isinstance(v, bool) or isinstance(v, complex):
             raise TypeError(f"gemm: {name} must be a real number, got {v!r}")
@@ -273,18 +297,3 @@ def gemm(alpha: float, A: DArray, B: DArray, beta: float, C: DArray, trans_a: bo
         new = new.add_(C.local, alpha=beta)
     C.set_local(new)
     return C
-
-
-def _matmul_op(a, b):
-    return matmul(a, b)
-
-
-def _rmatmul_op(a, b):
-    if not isinstance(b, DArray):
-        raise TypeError(f"{type(b).__name__} @ DArray: wrap host data with dmath.from_numpy / "
-                        "from_torch first")
-    return matmul(b, a)
-
-
-OPERATORS["matmul"] = _matmul_op
-OPERATORS["rmatmul"] = _rmatmul_op

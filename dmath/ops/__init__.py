@@ -6,6 +6,12 @@ from .creation import (arange, empty, eye, from_local, from_numpy, from_scalapac
 from .elementwise import *  # noqa: F401,F403 - the elementwise names are public
 from .elementwise import clip, elementwise as map_local, negative, square, where
 from .reductions import argmax, argmin, max, mean, min, norm, sum
+from .reductions import (all, any, nanargmax, nanargmin, nanmax, nanmean, nanmin,  # noqa: A004
+                         nansum, prod, std, var)
+from . import scan, sort as sorting
+from .scan import cumsum
+from .sort import argsort, sort
+from .creation import array, asarray, copy, empty_like, full_like, ones_like
 from . import indexing, shape
 from .shape import (concatenate, expand_dims, flatten, ravel, reshape, squeeze, stack, swapaxes,
                     transpose)
@@ -21,3 +27,6 @@ __all__ = ["arange", "argmax", "argmin", "clip", "elementwise", "empty", "eye", 
 __all__ += ["concatenate", "expand_dims", "flatten", "indexing", "ravel", "reshape", "shape",
             "squeeze", "stack", "swapaxes", "transpose"]
 __all__ += ["io", "load", "save"]
+__all__ += ["all", "any", "argsort", "array", "asarray", "copy", "cumsum", "empty_like",
+            "full_like", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nansum",
+            "ones_like", "prod", "scan", "sort", "sorting", "std", "var"]

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..array import DArray, Dim, Layout, as_dtype, global_indices, local_shape
+from ..array import OPERATORS, DArray, Dim, Layout, as_dtype, global_indices, local_shape
 from ..array.shards import is_summand_holder
 from ..runtime.comm import portable_error
 from ..runtime.dispatch import command
@@ -51,10 +51,48 @@ def empty(shape, *, dtype=None, layout: Layout | None = None, grid=None) -> DArr
     return _make(shape, layout, grid, lambda g, ls: torch.empty(ls, dtype=t, device=device()))
 
 
+def _like(a: DArray, dtype, layout) -> tuple:
+    """dtype and layout of an ``*_like`` result: ``a``'s (partial axes dropped) unless given."""
+    if not isinstance(a, DArray):
+        raise TypeError(f"expected a DArray, got {type(a).__name__}")
+    return (a.dtype if dtype is None else as_dtype(dtype),
+            a.layout.without_partial() if layout is None else layout)
+
+
 @command
-def zeros_like(a: DArray) -> DArray:
-    return DArray(torch.zeros_like(a.local), a.shape, a.layout.without_partial(), a.grid) \
-        if not a.layout.partial else zeros(a.shape, dtype=a.dtype, layout=a.layout, grid=a.grid)
+def full_like(a: DArray, value, *, dtype=None, layout: Layout | None = None) -> DArray:
+    """``value`` in ``a``'s shape, dtype and layout (or the given ``dtype``/``layout``)."""
+    t, lay = _like(a, dtype, layout)
+    return full(a.shape, value, dtype=t, layout=lay, grid=a.grid)
+
+
+@command
+def zeros_like(a: DArray, *, dtype=None, layout: Layout | None = None) -> DArray:
+    return full_like(a, 0, dtype=dtype, layout=layout)
+
+
+@command
+def ones_like(a: DArray, *, dtype=None, layout: Layout | None = None) -> DArray:
+    return full_like(a, 1, dtype=dtype, layout=layout)
+
+
+@command
+def empty_like(a: DArray, *, dtype=None, layout: Layout | None = None) -> DArray:
+    """Uninitialised, in ``a``'s shape, dtype and layout (or those given)."""
+    t, lay = _like(a, dtype, layout)
+    return empty(a.shape, dtype=t, layout=lay, grid=a.grid)
+
+
+@command
+def copy(a: DArray) -> DArray:
+    """A copy of ``a`` in the same layout (partial sums stay partial); no communication."""
+    if not isinstance(a, DArray):
+        raise TypeError(f"expected a DArray, got {type(a).__name__}")
+    return DArray(a.local.clone(), a.shape, a.layout, a.grid)
+
+
+_copy = copy                     # (array's keyword ``copy`` hides the function there)
+OPERATORS["copy"] = copy         # DArray.copy
 
 
 @command
@@ -124,7 +162,7 @@ def _numpy_source(array) -> torch.Tensor:
     """``array`` (anything numpy.asarray takes) as a tensor sharing its memory when it can;
     a 0-d array stays 0-d."""
     a = np.asarray(array)
-    if a.dtype.kind not in "biuf":
+    if a.dtype.kind not in "biufc":
         raise TypeError(f"from_numpy: cannot distribute an array of dtype {a.dtype} "
                         "(numbers and bools only)")
     if not a.dtype.isnative:
@@ -269,3 +307,26 @@ def from_scalapack(local: np.ndarray, shape: Sequence[int], nb: int | tuple[int,
     except TypeError:
         piece = local  # from_local reports the bad type on every rank
     return from_local(piece, shape, layout, grid=grid)
+
+
+def asarray(obj, dtype=None, *, layout: Layout | None = None, grid=None) -> DArray:
+    """numpy's asarray: a DArray passes through (cast to ``dtype``, moved to ``layout``
+    / ``grid`` when they are given; otherwise the same object); a numpy array,
+    torch tensor, list or scalar is distributed in ``layout`` (default
+    replicated) as ``from_numpy`` / ``from_torch`` do (client-server mode: from
+    rank 0's value; SPMD: every rank passes the same value)."""
+    if isinstance(obj, DArray):
+        out = obj
+        if layout is not None or (grid is not None and grid != obj.grid):
+            out = out.redistribute(obj.layout if layout is None else layout, grid)
+        return out if dtype is None else out.astype(dtype)
+    if isinstance(obj, torch.Tensor):
+        return from_torch(obj, layout, grid=grid, dtype=dtype)
+    return from_numpy(obj, layout, grid=grid, dtype=dtype)
+
+
+def array(obj, dtype=None, *, copy: bool = True, layout: Layout | None = None,
+          grid=None) -> DArray:
+    """numpy's array: ``asarray``, but a DArray is copied unless ``copy=False``."""
+    out = asarray(obj, dtype, layout=layout, grid=grid)
+    return _copy(out) if copy and out is obj else out

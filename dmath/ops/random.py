@@ -2,7 +2,8 @@
 
 Each element is a counter-based hash (SplitMix64) of its global flat index
 and the stream key, so for a given seed the global array is identical
-whatever the layout, the grid and the number of ranks. ``seed(s)`` sets the
+whatever the layout, the grid and the number of ranks (``uniform``, ``normal``,
+``randint``). ``seed(s)`` sets the
 session seed; each call without ``seed=`` takes the next stream.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 import numpy as np
 import torch
 
-from ..array import DArray, Layout
+from ..array import DArray, Layout, as_dtype
 from ..runtime.dispatch import command
 from ._common import device, dtype_or_default
 from .creation import _make
@@ -98,6 +99,32 @@ def normal(shape, mean: float = 0.0, std: float = 1.0, *, seed: int | None = Non
         u2 = _uniform01(idx + 1, key)
         z = torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2 * math.pi * u2)
         return (mean + std * z).to(t).view(ls)
+    return _make(shape, layout, grid, fill)
+
+
+@command
+def randint(low: int, high: int | None = None, shape=(), *, seed: int | None = None,
+            dtype="int64", layout: Layout | None = None, grid=None) -> DArray:
+    """Integers in [low, high) (numpy's randint: one bound means [0, low)), uniform
+    up to a bias below (high - low) / 2**63; layout-independent like ``uniform``."""
+    if high is None:
+        low, high = 0, low
+    low, high = int(low), int(high)
+    if high <= low:
+        raise ValueError(f"randint: low >= high ({low} >= {high})")
+    t, key = as_dtype(dtype), _key(seed)
+    if t.is_floating_point or t.is_complex:
+        raise TypeError(f"randint: dtype must be an integer type, not {t}")
+    info = torch.iinfo(t) if t != torch.bool else None
+    if info is not None and (low < info.min or high - 1 > info.max):
+        raise ValueError(f"randint: [{low}, {high}) does not fit {t}")
+    _shape = tuple(shape) if not isinstance(shape, int) else (shape,)
+    span = high - low
+
+    def fill(g, ls):
+        h = _srl(_splitmix(_flat_index(g, _shape) ^ key), 1)     # 63 random bits, >= 0
+        r = h % span if span <= 1 << 62 else h.to(torch.float64).mul(span / 2.0 ** 63).long()
+        return (low + r).to(t).view(ls)
     return _make(shape, layout, grid, fill)
 
 

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from ..array import DArray, Layout, as_dtype
+from ..array import OPERATORS, DArray, Layout, as_dtype
 from ..array.distribution import dim_map
 from ..runtime.dispatch import command
 
@@ -88,3 +88,6 @@ def cumsum(a: DArray, axis: int | None = None, dtype=None) -> DArray:
     if d.axes and a.shape[k]:
         out = out + block_offsets(out, k, a.shape[k], d.block, a.grid.comm(d.axes))
     return DArray(out, a.shape, a.layout, a.grid)
+
+
+OPERATORS["cumsum"] = cumsum

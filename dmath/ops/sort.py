@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..array import DArray, Dim, Layout, global_indices
+from ..array import OPERATORS, DArray, Dim, Layout, global_indices
 from ..array.distribution import dim_map
 from ..runtime.dispatch import command
 
@@ -164,3 +164,15 @@ def argsort(a: DArray, axis: int | None = -1, kind: str | None = None) -> DArray
     """Indices (int64) that sort ``a`` along ``axis``; stable (numpy's kind='stable')."""
     a, k = _check(a, axis, kind)
     return _sorted(a, k, True)
+
+
+def _sort_inplace(a: DArray, axis: int = -1, kind: str | None = None) -> None:
+    """ndarray.sort: ``a``'s pieces replaced by the sorted ones (same layout)."""
+    s = sort(a, axis, kind)
+    if s.layout != a.layout:          # partial input: the sorted array has no partial axes
+        raise ValueError(f"in-place sort of an array with partial sums ({a.layout}): "
+                         "redistribute it first")
+    a.set_local(s.local)
+
+
+OPERATORS.update({"argsort": argsort, "sort_inplace": _sort_inplace})
