@@ -124,16 +124,11 @@ def _time(fn, comm, MPI, setup=None) -> float:
 def _with_path(path, fn):
     """``fn`` run with the general path's CPU transport forced to ``path``
     (``exchange.host_path``; every rank sets the same)."""
+    from dmath.runtime import agreed
+
     def run():
-        old = os.environ.get(PATH_VAR)
-        os.environ[PATH_VAR] = path
-        try:
+        with agreed.override(PATH_VAR, path):
             fn()
-        finally:
-            if old is None:
-                del os.environ[PATH_VAR]
-            else:
-                os.environ[PATH_VAR] = old
     return run
 
 

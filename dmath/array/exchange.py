@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..runtime import shm
+from ..runtime import agreed, shm
 from ..runtime.memory import empty_like_device
 from .selectors import copy_program, dense, is_slice, put, run_program, size, take
 
@@ -84,9 +84,14 @@ def prepare(sends, recvs, send_dst, recv_src, self_copy, in_shape, out_shape) ->
 SHARED_MIN_BYTES = 1 << 20     # smaller arrays: host MPI (setting up costs more)
 
 
+agreed.register("DMATH_HOST_ALLTOALL", lambda: os.environ.get("DMATH_HOST_ALLTOALL", "auto"))
+
+
 def host_path(step, item: int) -> str:
-    """The CPU path of ``step`` (the same on every rank)."""
-    path = os.environ.get("DMATH_HOST_ALLTOALL", "auto")
+    """The CPU path of ``step``, the same on every rank: the forced one is rank 0's
+    ``DMATH_HOST_ALLTOALL`` when the session started (``runtime.agreed``; tests and
+    benchmarks switch it with ``agreed.override``)."""
+    path = agreed.get("DMATH_HOST_ALLTOALL")
     if path == "auto":
         big = math.prod(step.shape) * item >= SHARED_MIN_BYTES
         path = "shm" if big and step.grid.world.shared() else "mpi"
@@ -100,13 +105,19 @@ def run(step, pre: Prepared, local: torch.Tensor) -> torch.Tensor:
     world = step.grid.world
     path = "self" if world.size == 1 else "pack" if local.device.type != "cpu" else \
         host_path(step, local.element_size())
-    out = shm.empty(step.out_shape, local.dtype) if path == "shm" else \
-        empty_like_device(step.out_shape, local.dtype, local.device)
+    short = None
+    if path == "shm":
+        try:
+            out = shm.empty(step.out_shape, local.dtype)
+        except MemoryError as e:       # every rank hears of it in the exchange of offers
+            out, short = None, e
+    else:
+        out = empty_like_device(step.out_shape, local.dtype, local.device)
 
     def own() -> None:
         if step.self_copy is not None:
             copy(pre.self_prog, out, step.self_copy[1], local, step.self_copy[0])
-    if path == "shm" and _shared(step, pre, local, out, world, own):
+    if path == "shm" and _shared(step, pre, local, out, world, own, short):
         return out
     if path in ("shm", "mpi"):
         _host_mpi(step, pre, local, out, world)
@@ -170,16 +181,20 @@ def _regions(blocks, staged, piece, buf, world, item) -> list:
     return out
 
 
-def _shared(step, pre, local, out, world, own) -> bool:
-    """Every sender writes its blocks straight into its receivers' outputs."""
+def _shared(step, pre, local, out, world, own, short=None) -> bool:
+    """Every sender writes its blocks straight into its receivers' outputs.
+    ``short``: this rank's MemoryError allocating ``out``; every rank raises one."""
     def writer(b: Block):
         def write(region: torch.Tensor) -> None:
             shape = b.other[1]
             dst = region[: math.prod(shape) * local.element_size()].view(local.dtype).view(shape)
             copy(b.push, dst, b.other[0], local, b.sel)
         return write
-    return world.push_alltoall(out if out.numel() else None,
-                               {b.peer: writer(b) for b in pre.sends}, step.send_counts,
+    if short is not None:
+        mine = shm.no_memory(math.prod(step.out_shape) * local.element_size())
+    else:
+        mine = out if out.numel() else None
+    return world.push_alltoall(mine, {b.peer: writer(b) for b in pre.sends}, step.send_counts,
                                step.recv_counts, local.element_size(), then=own)
 
 

@@ -65,11 +65,15 @@ def launch_env(n: int) -> dict:
     large CPU tensors on transparent huge pages (MPI's single-copy transfers
     between ranks read 4 KiB-paged memory about half as fast, and first touches
     fault 512 times less often); with more ranks than cores, ranks waiting in MPI
-    yield their core to the ranks that have work."""
+    yield their core to the ranks that have work. The ranks are all on this host,
+    so MPI between them runs through shared memory and Open MPI's TCP transport,
+    which would listen on every network interface, is left out (``OMPI_MCA_btl``;
+    see docs/client-server.md, "Trust")."""
     env = dict(os.environ)
     if n > (os.cpu_count() or 1):
         env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
     env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     env.setdefault("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe")
+    env.setdefault("OMPI_MCA_btl", "^tcp")
     return env

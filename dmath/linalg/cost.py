@@ -22,7 +22,6 @@ import torch
 from ..array import Layout, local_shape
 from ..array.distribution import dim_map
 from . import profile
-from .kernels import kernel_for
 
 EXACT_RANKS = 64   # price redistributions rank by rank up to this many ranks
 
@@ -48,8 +47,9 @@ def machine(device: torch.device) -> Machine:
     prof, measured = profile.load(device)
     gamma = []
     for name, rates in sorted(prof["gamma"].items()):
-        dt = getattr(torch, name)
-        gamma.append((name, rates.get(kernel_for(device, dt), max(rates.values()))))
+        # The best kernel's rate, not that of a kernel forced on this rank only
+        # (DMATH_CPU_GEMM, set_local_kernel): every rank must make the same plan.
+        gamma.append((name, max(rates.values())))
     overlap = prof.get("overlap", 1.0 if device.type == "cuda" else 0.0)
     return Machine(prof["alpha"], prof["beta"], tuple(gamma), int(prof["mem_bytes"]),
                    float(overlap), measured, float(prof.get("mem_beta", 1.0 / 8e9)))

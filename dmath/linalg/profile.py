@@ -10,6 +10,12 @@ per rank) to a profile::
      "gamma": {"float32": {"torch": flop/s, "blas": flop/s}, ...}}
 
 Absent entries fall back to ``DEFAULTS``; nothing is measured implicitly.
+
+In a session of several ranks the file is read once, by rank 0, when
+``dmath.init`` runs, and every rank uses that profile (``runtime.agreed``):
+the plans that depend on it (``cost.machine``, the local GEMM kernel) then
+agree on every rank, however the file changes during the job or differs on
+other hosts. ``dmath tune`` hands its new profile to the session itself.
 """
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from ..runtime import agreed
 
 DEFAULTS = {
     "alpha": 5e-6,            # 5 us per message
@@ -74,7 +82,26 @@ def _cached(key: str, mtime: float) -> dict | None:
 
 
 def load(device: torch.device, threads: int | None = None) -> tuple[dict, bool]:
-    """(profile, measured?) for this configuration; defaults when never tuned."""
+    """(profile, measured?) for this configuration; defaults when never tuned. In a
+    session of several ranks: rank 0's, read when the session started."""
+    if threads is None and agreed.is_agreed():
+        kind, found = agreed.get("tune profile")
+        if kind == device.type:
+            return found
+    return _load_here(device, threads)
+
+
+def _session_profile() -> tuple[str, tuple[dict, bool]]:
+    from ..runtime import context
+    dev = context().device
+    return dev.type, _load_here(dev)
+
+
+agreed.register("tune profile", _session_profile)
+
+
+def _load_here(device: torch.device, threads: int | None = None) -> tuple[dict, bool]:
+    """``load`` from this rank's file."""
     key = fingerprint(device, threads)
     try:
         mtime = path().stat().st_mtime

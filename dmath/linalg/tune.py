@@ -19,6 +19,7 @@ import time
 import numpy as np
 import torch
 
+from ..runtime import agreed
 from . import profile
 from .kernels import KERNELS, blas_available, local_gemm, set_local_kernel
 from .precision import FLOATS
@@ -123,6 +124,8 @@ def tune(n: int | None = None, save: bool = True, verbose: bool = True) -> dict:
         where = profile.save(dev, prof)
         if verbose:
             print(f"saved to {where} under\n  {profile.fingerprint(dev)}")
+    if save and agreed.is_agreed():
+        agreed.agree(world)                      # the session plans with rank 0's new profile
     if verbose and world.rank == 0:
         print(f"alpha {prof['alpha'] * 1e6:.2f} us   beta {1 / prof['beta'] / 1e9:.2f} GB/s   "
               f"local copy {1 / prof['mem_beta'] / 1e9:.2f} GB/s   "

@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from . import agreed
 from . import mpi as _mpi
 from .comm import Comm
 from .dispatch import command
@@ -98,21 +99,60 @@ def _pick_transport(dev: torch.device, local_size: int, forced: str | None) -> s
     return "staged"
 
 
-def _init_nccl(world: Comm, dev: torch.device) -> None:
+_LISTEN: list = []          # rank 0's listening socket of the NCCL store
+
+
+def tcp_store(world: Comm, one_host: bool):
+    """torch.distributed's key-value store for bootstrapping NCCL: rank 0 listens on a
+    port the system picks (no close-then-reopen race), on loopback when every rank
+    is on this host; the others learn the address from rank 0 over MPI."""
+    import socket
+    import torch.distributed as dist
+    host = "127.0.0.1" if one_host else socket.gethostname()
+    store = None
+    if world.rank == 0:
+        try:
+            listen = {}
+            if one_host:                         # listen on loopback only, not every interface
+                sock = socket.create_server(("127.0.0.1", 0))
+                _LISTEN.append(sock)             # the store uses it for as long as it lives
+                listen = {"master_listen_fd": sock.fileno(), "port": sock.getsockname()[1]}
+            store = dist.TCPStore(host, listen.pop("port", 0), world.size, is_master=True,
+                                  wait_for_workers=False, **listen)
+            address = (host, store.port)
+        except Exception as e:                   # every rank raises, none waits
+            address = e
+    address = world.bcast_obj(address if world.rank == 0 else None)
+    if isinstance(address, Exception):
+        raise RuntimeError(f"rank 0 could not open the NCCL bootstrap store: {address}")
+    if store is None:
+        store = dist.TCPStore(address[0], address[1], world.size, is_master=False)
+    return store
+
+
+def _init_nccl(world: Comm, dev: torch.device, one_host: bool) -> None:
     import torch.distributed as dist
     if dist.is_initialized():
         return
-    import socket
-    host, port = None, None
-    if world.rank == 0:
-        s = socket.socket()
-        s.bind(("", 0))
-        host, port = socket.gethostname(), s.getsockname()[1]
-        s.close()
-    host, port = world.bcast_obj((host, port))
-    store = dist.TCPStore(host, port, world.size, is_master=world.rank == 0)
+    store = tcp_store(world, one_host)
     dist.init_process_group("nccl", store=store, rank=world.rank, world_size=world.size,
                             device_id=dev)
+
+
+def _agree_transport(world: Comm, dev: torch.device, kind: str | None) -> str | None:
+    """The transport every rank uses: each rank's choice depends on what it sees (GPUs,
+    a CUDA-aware MPI), so ranks that chose differently all take ``staged``, which
+    works everywhere; ranks on different kinds of device is an error on every rank."""
+    if world.size == 1:
+        return kind
+    seen = world.allgather_obj((dev.type, kind))
+    types = [t for t, _ in seen]
+    if any(t != types[0] for t in types):
+        bad = next(r for r, t in enumerate(types) if t != types[0])
+        raise RuntimeError(f"rank {bad} computes on {types[bad]} but rank 0 on {types[0]}: "
+                           "every rank must use the same kind of device (set DMATH_DEVICE)")
+    kinds = {k for _, k in seen}
+    return kind if len(kinds) == 1 else "staged"
 
 
 def device_transport_factory() -> Callable[["object"], Transport] | None:
@@ -193,14 +233,16 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     world_comm = Comm(wmpi)
+    kind = _agree_transport(world_comm, dev, kind)
     _CTX = Context(world_comm, dev, local_rank, local_size, kind, owns, mode=mode,
                    spawned=spawned)
     try:
         if kind == "nccl":
-            _init_nccl(world_comm, dev)
+            _init_nccl(world_comm, dev, local_size == world_comm.size)
         world_comm.device_transport = (device_transport_factory() or (lambda c: None))(wmpi)
         from .grid import Grid
         _CTX.grid = Grid(grid, names, comm=world_comm)
+        agreed.agree(world_comm)                 # rank 0's settings on every rank
     except BaseException:
         _CTX = None
         raise
@@ -245,6 +287,7 @@ def finalize() -> None:
         from .dispatch import stop_client
         stop_client()                            # the servers leave their loop
     ctx, _CTX = _CTX, None
+    agreed.forget()
     if ctx.transport == "nccl":
         import torch.distributed as dist
         if dist.is_initialized():

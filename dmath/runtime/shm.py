@@ -41,8 +41,54 @@ _blocks: dict[int, tuple[int, int, int]] = {}      # address -> (fd, id, nbytes)
 _peer_maps: OrderedDict = OrderedDict()              # (pid, id) -> uint8 ndarray
 
 
+def available_bytes() -> int | None:
+    """Bytes this process can still take: the smaller of the kernel's estimate
+    (``MemAvailable``) and what the cgroup's limit leaves; None when unknown."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+                    break
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        if limit != "max":
+            with open("/sys/fs/cgroup/memory.current") as f:
+                found.append(int(limit) - int(f.read()))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def _check_room(nbytes: int) -> None:
+    """MemoryError, as torch.empty raises, when ``nbytes`` cannot be had: a memfd's
+    size is only a promise, and touching pages past the memory there is gets the
+    process killed instead."""
+    room = available_bytes()
+    if room is not None and nbytes > room:
+        raise MemoryError(f"cannot allocate {nbytes} bytes ({nbytes / 2**30:.2f} GiB) of shared "
+                          f"host memory: {max(room, 0) / 2**30:.2f} GiB available")
+
+
+class NoMemory:
+    """What a rank offers when it could not allocate its shared output (``offer``)."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+
+
+def no_memory(nbytes: int) -> NoMemory:
+    return NoMemory(nbytes)
+
+
 def _new_block(nbytes: int) -> np.ndarray:
-    """A zero-filled block of ``nbytes`` backed by a fresh memfd (else private memory)."""
+    """A zero-filled block of ``nbytes`` backed by a fresh memfd (else private memory);
+    MemoryError when the host has not that much memory left."""
+    _check_room(nbytes)
     try:
         fd = os.memfd_create("dmath-shared", os.MFD_CLOEXEC)
     except (AttributeError, OSError):
@@ -73,12 +119,14 @@ def empty(shape: Sequence[int] | int, dtype: torch.dtype) -> torch.Tensor:
     return POOL.empty(shape, dtype)
 
 
-def offer(t: torch.Tensor | None) -> tuple[int, int, int, int]:
+def offer(t: "torch.Tensor | NoMemory | None") -> tuple[int, int, int, int]:
     """(fd, block id, byte offset, bytes) by which a peer maps ``t`` (a tensor from
     ``empty``): (-1, 0, 0, 0) when ``t`` does not start a shared block; (0, 0, 0, 0)
-    for ``None`` (nothing to offer)."""
+    for ``None`` (nothing to offer); (-2, 0, 0, bytes wanted) for ``NoMemory``."""
     if t is None:
         return (0, 0, 0, 0)
+    if isinstance(t, NoMemory):
+        return (-2, 0, 0, t.nbytes)
     got = _blocks.get(t.data_ptr())
     return (-1, 0, 0, 0) if got is None else (got[0], got[1], 0, got[2])
 

@@ -156,9 +156,16 @@ class HostMPI(Transport):
         ``pushes[j](region)`` with the bytes rank j offered mapped here (a uint8
         tensor), then ``then()``; every rank returns once all writes are done.
         Returns False, having written nothing, when some rank's ``out`` is not in
-        shared memory (the caller then moves the data another way)."""
+        shared memory (the caller then moves the data another way); raises
+        MemoryError on every rank when some rank's ``out`` is ``shm.NoMemory``."""
         theirs = np.empty((self.mpi.Get_size(), 4), np.int64)
         self.mpi.Allgather(np.array(shm.offer(out), np.int64), theirs)
+        short = np.flatnonzero(theirs[:, 0] == -2)
+        if len(short):              # some rank could not allocate its output: all raise
+            r = int(short[0])
+            raise MemoryError(f"rank {r} cannot allocate the {int(theirs[r, 3])} bytes "
+                              f"({theirs[r, 3] / 2**30:.2f} GiB) of its shared output: not "
+                              "enough host memory")
         if (theirs[:, 0] < 0).any():
             return False
         me, size = self.mpi.Get_rank(), self.mpi.Get_size()

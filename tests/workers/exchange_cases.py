@@ -13,15 +13,13 @@ written into peers.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import torch
 
 import dmath
 from _arrays import dtype_of, grids, held, make, piece, random_layout, random_values, stats_delta
 from _case import Cases
-from dmath.runtime import shm
+from dmath.runtime import agreed, shm
 
 C = Cases()
 world = C.ctx.world
@@ -40,13 +38,10 @@ shm.peer_region = counted
 
 
 def run(a, dst, g2, path):
-    os.environ["DMATH_HOST_ALLTOALL"] = path
-    try:
+    with agreed.override("DMATH_HOST_ALLTOALL", path):      # on every rank
         snap = dmath.comm_stats.snapshot()
         b = a.redistribute(dst, g2, method="general")
         return b, stats_delta(snap)
-    finally:
-        del os.environ["DMATH_HOST_ALLTOALL"]
 
 
 def check(x, dtype, src, g1, dst, g2):

@@ -1,0 +1,100 @@
+"""Settings every rank must agree on, read once by rank 0 and broadcast.
+
+A plan each rank makes on its own (which GEMM algorithm, which exchange path)
+must come out the same on every rank, or the ranks wait in different
+collectives for ever. So nothing that differs between ranks or changes during
+a job may feed a plan directly: a tuning file (re-written mid-job, or
+different on another host), an environment variable (set on rank 0 only, as
+a client-server program does), timings, free memory, device counts.
+
+Such a setting is registered once, at import, with the function that reads
+it (``register(name, read)``). ``dmath.init`` runs every reader on rank 0 and
+broadcasts the values in one message (``agree``); ``get(name)`` returns the
+agreed value from then on, on every rank. Before ``init``, and in a world of
+one rank, ``get`` just calls the reader. ``refresh`` (collective) reads them
+again (``dmath tune`` does, after writing the file); ``override`` sets one for
+a while on every rank at once (tests and benchmarks forcing a path).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+from .dispatch import command
+
+__all__ = ["register", "get", "is_agreed", "agree", "refresh", "override", "forget"]
+
+_READERS: dict[str, Callable[[], Any]] = {}
+_VALUES: dict[str, Any] = {}
+_STATE = {"agreed": False}
+
+
+def register(name: str, read: Callable[[], Any]) -> None:
+    """``read()`` gives this rank's own value of setting ``name`` (called on rank 0)."""
+    _READERS[name] = read
+
+
+def get(name: str) -> Any:
+    """The agreed value of ``name`` (this rank's own reading before ``init``)."""
+    if _STATE["agreed"] and name in _VALUES:
+        return _VALUES[name]
+    return _READERS[name]()
+
+
+def is_agreed() -> bool:
+    """Whether ``get`` returns rank 0's values (a session of more than one rank)."""
+    return _STATE["agreed"]
+
+
+def agree(world) -> None:
+    """Collective over ``world`` (a ``Comm``): rank 0 reads every setting, all keep its values."""
+    if world.size == 1:
+        forget()
+        return
+    values = {name: read() for name, read in _READERS.items()} if world.rank == 0 else None
+    values = world.bcast_obj(values, 0)
+    _VALUES.clear()
+    _VALUES.update(values)
+    _STATE["agreed"] = True
+
+
+@command
+def refresh() -> None:
+    """Read every setting again on rank 0 and give its values to all ranks (collective;
+    a command in client-server mode)."""
+    from .context import world
+    agree(world())
+
+
+@command
+def _set(name: str, value: Any) -> None:
+    if _STATE["agreed"]:
+        _VALUES[name] = value
+
+
+@contextlib.contextmanager
+def override(name: str, value: Any) -> Iterator[None]:
+    """Within the block, setting ``name`` is ``value`` on every rank (every rank enters
+    the block in SPMD mode; in client-server mode rank 0 does and the servers follow)."""
+    if name not in _READERS:
+        raise KeyError(f"no agreed setting named {name!r}; known: {sorted(_READERS)}")
+    agreed = _STATE["agreed"]
+    old = _VALUES.get(name) if agreed else None
+    if agreed:
+        _set(name, value)
+    else:                                    # one rank: nothing to agree with
+        _STATE["agreed"], _VALUES[name] = True, value
+    try:
+        yield
+    finally:
+        if agreed:
+            _set(name, old)
+        else:
+            _STATE["agreed"] = False
+            _VALUES.pop(name, None)
+
+
+def forget() -> None:
+    """Back to each rank's own readings (at ``finalize``, and in a world of one rank)."""
+    _VALUES.clear()
+    _STATE["agreed"] = False
