@@ -37,6 +37,11 @@ prefer fewer roles, then batch over channels over spatial. Typical outcomes
 * one huge image (N=1, 16->16, 2048x2048)                    -> spatial
 * few samples, huge weights (N=8, 2048->2048, 7x7)           -> model
 * data parallel would not fit in ``memory_bytes``            -> data+spatial
+
+Every rank makes this choice alone, so it reads nothing that may differ
+between ranks (timings, free memory, files, the environment): only shapes,
+the grid, ``Machine``'s constants and the caller's ``memory_bytes``; a
+measured ``Machine`` must come from ``dmath.runtime.agreed`` (rank 0's).
 """
 from __future__ import annotations
 
