@@ -15,3 +15,7 @@ YIELD = {"OMPI_MCA_mpi_yield_when_idle": "1"}
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_reduction_cases(n):
     assert run_workers("reductions_cases", n, env=YIELD, timeout=600) >= 150
+
+
+def test_reductions_client_server_on_3_ranks():
+    assert run_workers("reductions_cs", 3, env=YIELD, timeout=300) >= 80

@@ -184,7 +184,8 @@ assert np.isnan(R.max(a).item()) and R.argmax(a).item() == 3 and R.nanmax(a).ite
 assert np.isnan(R.min(a).item()) and R.argmin(a).item() == 3 and R.nanargmin(a).item() == 0
 assert R.max(dmath.zeros((0, 5), layout=dmath.row_block()), axis=1).shape == (0,)
 for bad in (lambda: R.max(dmath.zeros((0, 5)), axis=0), lambda: R.argmax(dmath.zeros((0,))),
-            lambda: R.sum(dmath.zeros((2, 3)), axis=2), lambda: R.sum(dmath.zeros((2, 3)), axis=(0, 0)),
+            lambda: R.sum(dmath.zeros((2, 3)), axis=2),
+            lambda: R.sum(dmath.zeros((2, 3)), axis=(0, 0)),
             lambda: R.argmax(dmath.zeros((2, 3)), axis=(0, 1))):
     try:
         bad()
