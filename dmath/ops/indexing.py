@@ -40,6 +40,7 @@ from ..array.shards import is_summand_holder
 from ..runtime.dispatch import command
 from ._common import same_grid
 
+_SEP = object()     # an empty '...': no dim, but it separates advanced indices like numpy
 _VALID = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
           "integer or boolean arrays are valid indices")
 
@@ -53,6 +54,11 @@ class Selection:
     final: tuple
     adv_shape: tuple | None
     out_shape: tuple
+
+
+def _fmt(shape) -> str:
+    """A shape as numpy's messages print it: (2,), (0,0)."""
+    return "(" + ",".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
 def _entry(k):
@@ -96,14 +102,16 @@ def normalize(key, shape) -> Selection:
     fill = [slice(None)] * (nd - used)
     if Ellipsis in [e for e in entries if not isinstance(e, tuple)]:
         i = next(i for i, e in enumerate(entries) if e is Ellipsis)
-        entries = entries[:i] + fill + entries[i + 1:]
+        entries = entries[:i] + (fill or [_SEP]) + entries[i + 1:]   # '...' always separates
     else:
         entries = entries + fill
 
     # Per dim: ('new',), ('slice', d, idx), ('int', d, i) or ('arr', d, ints).
     items, d = [], 0
     for e in entries:
-        if e is None:
+        if e is _SEP:
+            items.append(("sep",))
+        elif e is None:
             items.append(("new",))
         elif isinstance(e, slice):
             items.append(("slice", d, np.arange(*e.indices(shape[d]), dtype=np.int64)))
@@ -116,7 +124,7 @@ def normalize(key, shape) -> Selection:
         elif e[0] == "mask":
             m = e[1]
             for i, (sa, sm) in enumerate(zip(shape[d:], m.shape)):
-                if sa != sm:
+                if sa != sm and m.size:           # numpy lets an empty mask pass any dims
                     raise IndexError(f"boolean index did not match indexed array along axis "
                                      f"{d + i}; size of axis is {sa} but size of corresponding "
                                      f"boolean axis is {sm}")
@@ -143,7 +151,8 @@ def normalize(key, shape) -> Selection:
             adv_shape = tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
         except ValueError:
             raise IndexError("shape mismatch: indexing arrays could not be broadcast together "
-                             f"with shapes {' '.join(str(a.shape) for a in arrays)}") from None
+                             f"with shapes {''.join(_fmt(a.shape) + ' ' for a in arrays if a.ndim)}"
+                             ) from None
     adjacent = bool(adv_at) and adv_at == list(range(adv_at[0], adv_at[-1] + 1))
 
     groups, final = [], []
@@ -195,9 +204,13 @@ def _final_local_shape(sel: Selection, out: torch.Tensor) -> tuple:
 
 
 def _host_key(key):
-    """The key with DArrays (index arrays, masks) gathered to numpy on every rank."""
+    """The key with DArrays (index arrays, masks) gathered to numpy on every rank.
+
+    ``to_torch``, not ``to_numpy``: rank 0 may hold a cached host copy the other
+    ranks lack, and every rank must join the same collectives."""
     if isinstance(key, DArray):
-        return key.to_numpy()
+        t = key.to_torch(None)
+        return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
     if isinstance(key, tuple):
         return tuple(_host_key(k) for k in key)
     return key

@@ -52,6 +52,12 @@ def _whole(a: DArray) -> DArray:
 
 
 # -- reshape ----------------------------------------------------------------------------
+def _fmt(shape) -> str:
+    """A shape as numpy's reshape errors print it: (5,), (5,7), (5,newaxis)."""
+    parts = ["newaxis" if s == -1 else str(s) for s in shape]
+    return "(" + ",".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
 def new_shape(size: int, shape) -> tuple:
     """numpy's target shape: ints, one -1 inferred; ValueError like numpy."""
     if isinstance(shape, (int, np.integer)):
@@ -67,11 +73,10 @@ def new_shape(size: int, shape) -> tuple:
     if -1 in shape:
         rest = math.prod(s for s in shape if s != -1)
         if rest == 0 or size % rest:
-            raise ValueError(f"cannot reshape array of size {size} into shape "
-                             f"{tuple('-1' if s == -1 else s for s in shape)}".replace("'", ""))
+            raise ValueError(f"cannot reshape array of size {size} into shape {_fmt(shape)}")
         shape[shape.index(-1)] = size // rest
     if math.prod(shape) != size:
-        raise ValueError(f"cannot reshape array of size {size} into shape {tuple(shape)}")
+        raise ValueError(f"cannot reshape array of size {size} into shape {_fmt(shape)}")
     return tuple(shape)
 
 
