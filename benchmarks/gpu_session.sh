@@ -2,6 +2,7 @@
 # The lent-GPU session, in two parts (each well inside one 10-minute device call):
 #   bash benchmarks/gpu_session.sh tests   # the test suite on CUDA: 1 rank, and 2-4 ranks sharing the GPU (staged)
 #   bash benchmarks/gpu_session.sh bench   # GEMM, convolution and redistribution benchmarks on the GPU
+#   bash benchmarks/gpu_session.sh train   # benchmarks/train.py --gpu (Fashion-MNIST in data/)
 #   bash benchmarks/gpu_session.sh redistribute  # redistribution tests on CUDA; its benchmark on CUDA
 #                                          # and on CPU tensors with 4 and 8 ranks (a core each)
 # Logs go to $OUT (the device tool's output folder) or benchmarks/out.
@@ -21,6 +22,11 @@ case "${1:-tests}" in
     timeout 200 python3 benchmarks/gemm.py --gpu --ranks 4 2>&1 | tee "$OUT/gpu_gemm.log" | tail -30
     timeout 150 python3 benchmarks/conv.py --gpu --no-doc 2>&1 | tee "$OUT/gpu_conv.log" | tail -25
     timeout 120 python3 benchmarks/redistribute.py --ranks 4 --no-doc 2>&1 | tee "$OUT/gpu_redistribute.log" | tail -25
+    ;;
+  train)   # carry data/gz (`DMATH_DATA=data/gz dmath data fetch fashion-mnist --gz`: 30 MB)
+    [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
+    timeout 560 python3 benchmarks/train.py --gpu 2>&1 | tee "$OUT/gpu_train.log" | tail -20
+    cp docs/performance.md docs/img/train_*_gpu.png "$OUT"/ 2>/dev/null
     ;;
   redistribute)
     timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_exchange.py tests/test_redistribute.py 2>&1 | tail -5

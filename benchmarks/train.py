@@ -196,9 +196,9 @@ def _parse(argv):
     ap.add_argument("--models", default="lenet,resnet")
     ap.add_argument("--ranks", default=None, help="CPU rank counts (default 2,4)")
     ap.add_argument("--epochs", type=int, default=None,
-                    help="epochs (default 3; resnet on the CPU: 2)")
+                    help="epochs (default 3; resnet on the CPU: 1)")
     ap.add_argument("--limit", type=int, default=None,
-                    help="training images (default all; resnet on the CPU: 15000)")
+                    help="training images (default all; resnet on the CPU: 10000)")
     ap.add_argument("--data", default="fashion-mnist")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--parallel", default="data")
@@ -272,8 +272,8 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()[0]
     for model in args.models.split(","):
         cpu_resnet = model == "resnet" and not args.gpu
-        epochs = args.epochs or (2 if cpu_resnet else 3)
-        limit = args.limit or (15000 if cpu_resnet else None)
+        epochs = args.epochs or (1 if cpu_resnet else 3)
+        limit = args.limit or (10000 if cpu_resnet else None)
         for n in ranks:
             figs = {}
             for system in systems:

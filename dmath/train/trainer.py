@@ -14,6 +14,9 @@ unscale, skip the step on overflow) the optimizer step and the schedule.
 ``precision``: ``fp32``; ``bf16`` / ``fp16`` compute in half precision on
 float32 master weights (``nn.precision``).
 
+``seed`` seeds the session's random streams (dropout masks) when the
+trainer is made; the data order has its own seed (the loader's).
+
 Every array operation is a command, so the same code drives client-server
 mode (it runs on rank 0) and SPMD mode (every rank runs it). Losses are
 fetched to the host every ``log_every`` steps (one synchronisation for all
@@ -81,7 +84,9 @@ def _argmax_rows(logits: DArray) -> DArray:
 @command(sync=True)
 def _values(arrays: list) -> list:
     """Host floats of replicated 0-d arrays (one synchronisation for all)."""
-    return [float(a.local.double().item()) for a in arrays]
+    if not arrays:
+        return []
+    return torch.stack([a.local.reshape(()).double() for a in arrays]).tolist()
 
 
 @command
