@@ -25,7 +25,7 @@ def test_bad_data_layouts_memory_and_tune_agree(mode, tmp_path):
     """3 ranks: bad host data, 0-d and partial from_numpy/from_torch, float shapes,
     a MemoryError on one rank, per-rank tune files (tests/workers/hardening_cases.py)."""
     env = {**YIELD, "DMATH_HANG_TIMEOUT": "20"}
-    assert run_workers("hardening_cases", 3, mode, str(tmp_path), env=env, timeout=300) >= 45
+    assert run_workers("hardening_cases", 3, mode, str(tmp_path), env=env, timeout=300) >= 40
 
 
 def test_rank0_failing_alone_ends_the_job_with_its_error():

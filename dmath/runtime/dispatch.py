@@ -395,11 +395,11 @@ class Client:
             self.frees = []
         self.seq = seq = self.seq + 1
         sync = eager or spec.sync or not seq % LAZY_LAG
+        self.last = spec.key
         try:
             ch.send(seq, SYNC if sync else 0, payload)
             del payload
             self.commands += 1
-            self.last = spec.key
             _client = None
             self.busy_since = time.monotonic()
             try:

@@ -66,6 +66,8 @@ def before_mpi(workers: int | None) -> None:
             os.environ.setdefault("OMPI_MCA_mca_base_param_file_path", share)
         os.environ.setdefault("PRTE_MCA_state_base_recoverable", "1")
         os.environ.setdefault("OMPI_MCA_btl_tcp_if_include", "lo")
+        if os.environ.get("OMPI_MCA_btl") == "^tcp":      # dmath run's default for the ranks
+            del os.environ["OMPI_MCA_btl"]                # of one job: spawning needs TCP
     if "OMPI_MCA_btl_sm_backing_directory" not in os.environ and os.path.isdir("/dev/shm"):
         d = tempfile.mkdtemp(prefix=f"dmath-{os.getpid()}-", dir="/dev/shm")
         _SHM_DIR.append(d)
