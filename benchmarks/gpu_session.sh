@@ -22,6 +22,7 @@ case "${1:-tests}" in
     timeout 200 python3 benchmarks/gemm.py --gpu --ranks 4 2>&1 | tee "$OUT/gpu_gemm.log" | tail -30
     timeout 150 python3 benchmarks/conv.py --gpu --no-doc 2>&1 | tee "$OUT/gpu_conv.log" | tail -25
     timeout 120 python3 benchmarks/redistribute.py --ranks 4 --no-doc 2>&1 | tee "$OUT/gpu_redistribute.log" | tail -25
+    timeout 120 python3 benchmarks/reductions.py --gpu --ranks 4 --no-doc 2>&1 | tee "$OUT/gpu_reductions.log" | tail -15
     ;;
   train)   # carry data/gz (`DMATH_DATA=data/gz dmath data fetch fashion-mnist --gz`: 30 MB)
     [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
