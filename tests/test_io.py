@@ -7,14 +7,15 @@ cases; a client-server job on 3 ranks loads 2's and saves its own. The
 chunking rule (``file_layout``) is checked here without MPI.
 """
 import functools
+import re
 
 import numpy as np
 import pytest
 
 from dmath import Dim, Grid, Layout
 from dmath.array.distribution import dim_map
-from dmath.ops.io import MIN_CHUNK_BYTES, file_layout
-from mpi_harness import run_workers
+from dmath.ops.io import MIN_CHUNK_BYTES, file_layout, read_layout
+from mpi_harness import run_workers, run_workers_output
 
 YIELD = {"OMPI_MCA_mpi_yield_when_idle": "1"}
 CHAIN = {4: (), 1: (4,), 3: (4, 1), 2: (4, 3, 1)}
@@ -26,18 +27,24 @@ def root(tmp_path_factory):
 
 
 @functools.lru_cache(maxsize=None)
-def job(n: int, root: str) -> int:
-    """Run the io worker on ``n`` ranks after the jobs whose files it loads."""
+def job(n: int, root: str) -> tuple[int, int]:
+    """Run the io worker on ``n`` ranks after the jobs whose files it loads;
+    (cases passed, loads read by chunks and redistributed)."""
     for k in CHAIN[n]:
         job(k, root)
     extra = ("--errors",) if n == 2 else ()
-    return run_workers("io_cases", n, root, *map(str, CHAIN[n]), *extra, env=YIELD, timeout=600)
+    cases, out = run_workers_output("io_cases", n, root, *map(str, CHAIN[n]), *extra, env=YIELD,
+                                    timeout=600)
+    by_chunks = re.findall(r"^BY_CHUNKS (\d+)$", out, re.M)
+    return cases, int(by_chunks[0]) if by_chunks else 0
 
 
 @pytest.mark.parametrize("n", [4, 1, 3, 2])
 def test_round_trip_across_rank_counts(n, root):
-    cases = job(n, str(root))
+    cases, by_chunks = job(n, str(root))
     assert cases >= 15 + 29 * len(CHAIN[n]) + (25 if n == 2 else 0)
+    if n in (3, 2):        # several grids, cyclic layouts: some loads go by chunks
+        assert by_chunks > 0
 
 
 def test_client_server(root):
@@ -105,3 +112,18 @@ def test_file_layout_chunks_lie_in_one_piece(grid_shape):
         if np.prod(chunks) * item < MIN_CHUNK_BYTES:
             assert all(not d.axes or d.block is None or c >= -(-n // g.axes_size(d.axes))
                        for n, d, c in zip(shape, out.dims, chunks)), (shape, lay, out, chunks)
+
+
+def test_read_layout_reads_each_chunk_once_when_pieces_would_share_chunks():
+    g = Grid.virtual((2, 2))
+    target = Layout("rows", "cols").resolve(g, 2)           # chunk-aligned: read as it is
+    assert read_layout((4096, 4096), target, g, (2048, 2048)) == target
+    target = Layout("*").resolve(g, 2)                       # 2x at most: read as it is
+    assert read_layout((4096, 4096), target, g, (2048, 2048)) == target
+    target = Layout("rows", "cols", block=1).resolve(g, 2)   # element-cyclic: 4x, by chunks
+    assert read_layout((4096, 4096), target, g, (2048, 2048)) == \
+        Layout(Dim(("rows",), 2048), Dim(("cols",), 2048))
+    g = Grid.virtual((4, 2))
+    target = Layout(Dim("rows", 1)).resolve(g, 2)            # cols unused: they shard dim 1
+    assert read_layout((4096, 4096), target, g, (1024, 1024)) == \
+        Layout(Dim(("rows",), 1024), Dim(("cols",), 1024))

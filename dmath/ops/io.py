@@ -38,16 +38,18 @@ import numpy as np
 import torch
 
 from ..array import DArray, Dim, Layout, as_dtype, global_indices
+from ..array.distribution import dim_map
 from ..array.shards import is_primary
-from ..runtime import context
+from ..runtime import caching, context
 from ..runtime.dispatch import command
 from ._common import device, grid_or_default
 
-__all__ = ["FORMAT", "info", "load", "save"]
+__all__ = ["FORMAT", "file_layout", "info", "load", "read_layout", "save"]
 
 FORMAT = 1                    # version of the layout of files this module writes
 MIN_CHUNK_BYTES = 1 << 20     # smaller chunks: cyclic dims are written as one block a shard
 MAX_CHUNK_BYTES = 256 << 20   # whole-dim chunks (replicated dims) are split above this
+MAX_READ_AMPLIFICATION = 2.0  # a load decoding more than this x its piece reads by chunks
 _SAFE = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
@@ -479,6 +481,38 @@ def _target(key: str, meta: dict, layout, grid) -> Layout:
         raise ValueError(f"dmath.load: {key or 'the array'!r} of shape {meta['shape']}: {e}") from None
 
 
+def read_layout(shape: tuple, layout: Layout, grid, chunks: tuple) -> Layout:
+    """The layout to read a file in, for a load into ``layout`` (no partial axes).
+
+    ``layout`` itself, unless its pieces share chunks so much that a rank
+    would decode over ``MAX_READ_AMPLIFICATION`` times the elements it keeps
+    (cyclic blocks smaller than the chunks); then the same axes with
+    chunk-sized blocks, so each chunk is read by one rank (the grid axes the
+    layout leaves unused shard the replicated dim with the most chunks), and
+    the caller redistributes to ``layout``."""
+    amplification = 1.0
+    for n, d, c in zip(shape, layout.dims, chunks):
+        if not d.axes or not n:
+            continue
+        m = dim_map(n, grid.axes_size(d.axes), d.block)
+        worst = 1.0
+        for s in range(m.p):
+            idx = m.indices(s)
+            if len(idx):
+                touched = np.unique(idx // c)
+                worst = max(worst, float(np.minimum(c, n - touched * c).sum()) / len(idx))
+        amplification *= worst
+    if amplification <= MAX_READ_AMPLIFICATION:
+        return layout
+    dims = [Dim(d.axes, c) if d.axes else d for d, c in zip(layout.dims, chunks)]
+    unused = tuple(a for a in grid.names if a not in layout.used_axes and grid.axes_size((a,)) > 1)
+    free = [k for k, d in enumerate(dims) if not d.axes and -(-shape[k] // chunks[k]) > 1]
+    if unused and free:
+        k = max(free, key=lambda k: -(-shape[k] // chunks[k]))
+        dims[k] = Dim(unused, chunks[k])
+    return Layout(*dims)
+
+
 def _read_piece(path: str, node: str, meta: dict, lay: Layout, grid) -> torch.Tensor:
     """This rank's piece of the array at ``node`` in layout ``lay`` (no partial axes)."""
     zarr = _zarr()
@@ -529,10 +563,14 @@ class _Loader:
     def darray(self, node: str, key: str, meta: dict) -> DArray:
         grid = self.grid
         lay = _everywhere(self.world, _target, key, meta, self.layout, grid)
-        plain = lay.without_partial()
-        local = _everywhere(self.world, _read_piece, self.path, node, meta, plain, grid)
-        a = DArray(local.to(device()), meta["shape"], plain, grid)
-        return a.redistribute(lay) if lay.partial else a
+        read = read_layout(meta["shape"], lay.without_partial(), grid, meta["chunks"])
+        local = _everywhere(self.world, _read_piece, self.path, node, meta, read, grid)
+        a = DArray(local.to(device()), meta["shape"], read, grid)
+        if read == lay:
+            return a
+        out = a.redistribute(lay)
+        caching.LAYOUTS.forget(a)       # the result is the caller's own, not a shared cached copy
+        return out
 
 
 @command(sync=True)

@@ -6,8 +6,9 @@ rank counts saved, error cases.
 Saves every array of ``io_specs.specs(N)`` (random grids and layouts, partial
 ones included; uneven, 0-d and empty shapes; every dtype) alone and all of
 them in one nested checkpoint, under ROOT/savedN. Then, for each K, loads
-ROOT/savedK (written by a job on K ranks) into the saved layout and random
-another random one on a random grid of N ranks and checks each rank's piece against the
+ROOT/savedK (written by a job on K ranks) into the saved layout and into
+another random one on a random grid of N ranks (some of them read by chunks
+and redistributed: ``read_layout``) and checks each rank's piece against the
 values drawn from the seed. ``--errors``: missing, corrupted and foreign
 files, missing and damaged chunks, bad layouts, unsupported objects,
 overwrite rules, a failure mid-save, and that no file is a pickle.
@@ -26,6 +27,7 @@ import dmath
 from _arrays import grids, make, piece, random_layout
 from _case import Cases
 from dmath import Dim, Layout
+from dmath.ops.io import read_layout
 from io_specs import host_values, scalars, specs
 
 C = Cases()
@@ -109,6 +111,14 @@ def saved_layout(k: int, name: str) -> Layout:
     return Layout(*(Dim(tuple(axes), block) for axes, block in j["dims"]), partial=j["partial"])
 
 
+def chunks(k: int, name: str) -> tuple:
+    with open(saved(k, name, "array", "zarr.json")) as f:
+        return tuple(json.load(f)["chunk_grid"]["configuration"]["chunk_shape"])
+
+
+BY_CHUNKS = [0]        # loads read by chunks, then redistributed (dmath.ops.io.read_layout)
+
+
 def default_layout(k: int, name: str, ndim: int, grid) -> Layout:
     try:
         return saved_layout(k, name).resolve(grid, ndim)
@@ -128,6 +138,9 @@ def load_from(k: int) -> None:
         C.ok()
         for grid in [GRIDS[rng.integers(len(GRIDS))]]:
             lay = random_layout(rng, len(shape), grid, partial=partial_ok(shape, dtype))
+            if read_layout(shape, lay.without_partial(), grid, chunks(k, name)) != \
+                    lay.without_partial():
+                BY_CHUNKS[0] += 1
             a = dmath.load(saved(k, name), layout=lay, grid=grid)
             assert a.layout == lay and a.grid is grid and a.dtype == t, f"{what}: {a}"
             check_value(a, x, f"{what} into {lay} on {grid!r}")
@@ -285,4 +298,6 @@ for k in LOADS:
     load_from(k)
 if "--errors" in sys.argv:
     errors()
+if rank == 0 and LOADS:
+    print(f"BY_CHUNKS {BY_CHUNKS[0]}", flush=True)
 C.report()
