@@ -52,7 +52,7 @@ class DArray:
     __array_priority__ = 100  # numpy defers binary operators to us
 
     def __init__(self, local: torch.Tensor, shape: Sequence[int], layout: Layout, grid):
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(map(int, shape))
         self.layout = layout
         self.grid = grid
         expect = local_shape(self.shape, layout, grid)

@@ -94,6 +94,11 @@ def _py(t: torch.dtype) -> type:
     return float if t.is_floating_point else int
 
 
+_PY = {t: _py(t) for t in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
+                           torch.int64, torch.float16, torch.bfloat16, torch.float32,
+                           torch.float64, torch.complex64, torch.complex128)}
+
+
 def _np_dtype(t: torch.dtype) -> np.dtype:
     """numpy dtype a torch dtype promotes as (bfloat16 ranks as float16)."""
     return np.dtype(np.float16) if t == torch.bfloat16 else to_numpy_dtype(t)
@@ -212,7 +217,13 @@ def host_operands(operands: tuple) -> tuple:
 
 
 def _has_host(operands: tuple) -> bool:
-    return any(isinstance(x, (np.ndarray, list, tuple)) for x in operands)
+    for x in operands:
+        if isinstance(x, _HOST):
+            return True
+    return False
+
+
+_HOST = (np.ndarray, list, tuple)
 
 
 # -- applying an op -----------------------------------------------------------------------
@@ -242,7 +253,7 @@ def _apply(fn: Callable, operands: tuple, name: str, ufunc: str | None = None,
         raise TypeError(f"{name}: needs at least one DArray operand")
     keys = tuple(keys)
     if ufunc is not None:
-        ins, out = loop_dtypes(ufunc, keys, name=name)
+        ins, out = _LOOPS.get((ufunc, keys, None)) or loop_dtypes(ufunc, keys, name=name)
     elif dtype is not None:
         ins, out = (dtype,) * len(operands), dtype
     else:
@@ -257,7 +268,7 @@ def _apply(fn: Callable, operands: tuple, name: str, ufunc: str | None = None,
             args = [_aligned(x, shape, layout) if isinstance(x, DArray) else y
                     for x, y in zip(operands, args)]
     if ins is not None:                 # pieces and scalars in the loop's dtypes
-        args = [(x.to(d) if x.dtype != d else x) if isinstance(x, torch.Tensor) else _py(d)(x)
+        args = [(x.to(d) if x.dtype != d else x) if isinstance(x, torch.Tensor) else _PY[d](x)
                 for x, d in zip(args, ins)]
     r = fn(*args)
     if out is not None and r.dtype != out:
@@ -475,20 +486,28 @@ def apply_into(out: DArray, op: str, *operands) -> DArray:
         raise TypeError(f"{op}: out must be a DArray, got {type(out).__name__}")
     if _has_host(operands):
         operands = host_operands(operands)
-    keys = tuple(_key(x, op) for x in operands)
-    arrays = [x for x in operands if isinstance(x, DArray)]
-    same_grid(out, *arrays)
-    shape = _broadcast(arrays, op) if arrays else ()
-    if shape != out.shape:
-        try:
-            full = tuple(np.broadcast_shapes(shape, out.shape))
-        except ValueError:
-            full = shape
-        raise ValueError(f"{op}: non-broadcastable output operand with shape {out.shape} "
-                         f"doesn't match the broadcast shape {full}")
+    keys, same = [], True
+    for x in operands:
+        if isinstance(x, DArray):
+            keys.append(x._local.dtype)
+            same = same and x.shape == out.shape and x.grid is out.grid
+        else:
+            keys.append(_key(x, op))
+    if not same:                     # checked before anything is computed or written
+        arrays = [x for x in operands if isinstance(x, DArray)]
+        same_grid(out, *arrays)
+        shape = _broadcast(arrays, op) if arrays else ()
+        if shape != out.shape:
+            try:
+                full = tuple(np.broadcast_shapes(shape, out.shape))
+            except ValueError:
+                full = shape
+            raise ValueError(f"{op}: non-broadcastable output operand with shape {out.shape} "
+                             f"doesn't match the broadcast shape {full}")
     if spec.ufunc is not None:
-        loop_dtypes(spec.ufunc, keys, out=out.dtype, name=op)
-    return _store(out, spec(*operands))
+        loop_dtypes(spec.ufunc, tuple(keys), out=out.dtype, name=op)
+    lin = spec.linear_when is not None and spec.linear_when(*operands)
+    return _store(out, _apply(spec.fn, operands, op, spec.ufunc, lin))
 
 
 def _inplace(op: str) -> Callable:

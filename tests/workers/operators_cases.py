@@ -24,6 +24,7 @@ import dmath
 from _arrays import (exact_piece, close_piece, grids, make, random_layout, stats_delta)
 from _case import Cases
 from dmath import Layout
+from dmath.array import as_dtype
 
 warnings.filterwarnings("ignore", category=RuntimeWarning)
 C = Cases()
@@ -51,7 +52,7 @@ def values(shape, name: str, nonzero: bool = False, small: bool = False) -> np.n
 
 def darray(x: np.ndarray, layout: Layout, grid, name: str):
     return make(rng, x.astype(np.float64) if name != "bool" else x, layout, grid,
-                dmath.array.as_dtype(name))
+                as_dtype(name))
 
 
 def raises(fn, exc) -> str:
@@ -189,7 +190,7 @@ for a_name in NAMES:
                 continue
             got = op(arrs[a_name], B)
             assert isinstance(got, dmath.DArray), what
-            assert got.dtype == dmath.array.as_dtype(want.dtype), \
+            assert got.dtype == as_dtype(want.dtype), \
                 f"{what}: dmath {got.dtype}, numpy {want.dtype}"
             close_piece(got, want, got.dtype, what)
             checked += 1
