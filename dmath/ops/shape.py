@@ -24,6 +24,7 @@ concatenate / stack take the first operand's layout.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -144,15 +145,23 @@ def reshape(a: DArray, shape, *, layout: Layout | None = None) -> DArray:
     if a.size == 0:
         return DArray(torch.empty(local_shape(new, lay, grid), dtype=a.dtype, device=a.device),
                       new, lay, grid)
-    src_sides, dst_sides = [], []
-    for gi, gj in groups:
-        m = math.prod(a.shape[k] for k in gi)
-        src_sides.append(Side(tuple((a.shape[k], src.layout.dims[k]) for k in gi),
-                              Points(_unravel(m, tuple(a.shape[k] for k in gi)))))
-        dst_sides.append(Side(tuple((new[k], lay.dims[k]) for k in gj),
-                              Points(_unravel(m, tuple(new[k] for k in gj)))))
+    src_sides, dst_sides = _reshape_sides(a.shape, new, src.layout, lay)
     out = gather.run(grid, src_sides, [gi for gi, _ in groups], dst_sides, src.local)
     return DArray(out.reshape(local_shape(new, lay, grid)), new, lay, grid)
+
+
+@lru_cache(maxsize=64)
+def _reshape_sides(old: tuple, new: tuple, src: Layout, dst: Layout) -> tuple[tuple, tuple]:
+    """The gather groups of a reshape, made once per (shapes, layouts): the same
+    objects each call, so the cached plan is found without comparing points."""
+    src_sides, dst_sides = [], []
+    for gi, gj in reshape_groups(old, new):
+        m = math.prod(old[k] for k in gi)
+        src_sides.append(Side(tuple((old[k], src.dims[k]) for k in gi),
+                              Points(_unravel(m, tuple(old[k] for k in gi)))))
+        dst_sides.append(Side(tuple((new[k], dst.dims[k]) for k in gj),
+                              Points(_unravel(m, tuple(new[k] for k in gj)))))
+    return tuple(src_sides), tuple(dst_sides)
 
 
 @command
