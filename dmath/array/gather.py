@@ -81,6 +81,36 @@ class Points:
         return f"Points(k={self.arr.shape[0]}, m={self.m})"
 
 
+class RowMajor(Points):
+    """Every index of a box of ``shape`` in row-major order (a reshape's group):
+    hashed by the shape, the array made only while a plan is being made, so
+    cached plans do not keep O(elements) of indices alive."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = tuple(int(n) for n in shape)
+        self._hash = hash(("row-major", self.shape))
+
+    @property
+    def arr(self) -> np.ndarray:
+        m = math.prod(self.shape)
+        if not self.shape:
+            return np.zeros((0, m), np.int64)
+        return np.array(np.unravel_index(np.arange(m, dtype=np.int64), self.shape),
+                        dtype=np.int64).reshape(len(self.shape), m)
+
+    @property
+    def m(self) -> int:
+        return math.prod(self.shape)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RowMajor) and self.shape == other.shape
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
 @dataclass(frozen=True)
 class Side:
     """One side of a group: ``dims`` ((size, Dim) per array dim, resolved axes),
@@ -107,7 +137,6 @@ class SideMap:
     sizes: np.ndarray     # piece length per combined coordinate
 
 
-@lru_cache(maxsize=512)
 def side_map(grid: "Grid", side: Side) -> SideMap:
     pts, m = side.points.arr, side.m
     maps = [dim_map(n, grid.axes_size(d.axes) if d.axes else 1, d.block) for n, d in side.dims]

@@ -33,7 +33,7 @@ from numpy.exceptions import AxisError
 
 from ..array import OPERATORS, DArray, Dim, Layout, local_shape
 from ..array import gather
-from ..array.gather import Points, Side
+from ..array.gather import RowMajor, Side
 from ..runtime.dispatch import command
 from ._common import resolve_layout, same_grid
 from .creation import empty
@@ -118,13 +118,6 @@ def _reshape_layout(layout: Layout, groups, ndim: int) -> Layout:
     return Layout(*dims)
 
 
-def _unravel(m: int, shape: tuple) -> np.ndarray:
-    if not shape:
-        return np.zeros((0, m), np.int64)
-    return np.array(np.unravel_index(np.arange(m, dtype=np.int64), shape),
-                    dtype=np.int64).reshape(len(shape), m)
-
-
 @command
 def reshape(a: DArray, shape, *, layout: Layout | None = None) -> DArray:
     """``a`` with a new shape, C order (numpy's ``reshape``; one -1 is inferred).
@@ -145,6 +138,10 @@ def reshape(a: DArray, shape, *, layout: Layout | None = None) -> DArray:
     if a.size == 0:
         return DArray(torch.empty(local_shape(new, lay, grid), dtype=a.dtype, device=a.device),
                       new, lay, grid)
+    if all(grid.axes_size(d.axes) == 1 for d in src.layout.dims):
+        # every rank holds the whole array: reshape it, keep my part (no communication)
+        whole = DArray(src.local.reshape(new).clone(), new, Layout().resolve(grid, len(new)), grid)
+        return whole.redistribute(lay)
     src_sides, dst_sides = _reshape_sides(a.shape, new, src.layout, lay)
     out = gather.run(grid, src_sides, [gi for gi, _ in groups], dst_sides, src.local)
     return DArray(out.reshape(local_shape(new, lay, grid)), new, lay, grid)
@@ -156,11 +153,10 @@ def _reshape_sides(old: tuple, new: tuple, src: Layout, dst: Layout) -> tuple[tu
     objects each call, so the cached plan is found without comparing points."""
     src_sides, dst_sides = [], []
     for gi, gj in reshape_groups(old, new):
-        m = math.prod(old[k] for k in gi)
         src_sides.append(Side(tuple((old[k], src.dims[k]) for k in gi),
-                              Points(_unravel(m, tuple(old[k] for k in gi)))))
+                              RowMajor(old[k] for k in gi)))
         dst_sides.append(Side(tuple((new[k], dst.dims[k]) for k in gj),
-                              Points(_unravel(m, tuple(new[k] for k in gj)))))
+                              RowMajor(new[k] for k in gj)))
     return tuple(src_sides), tuple(dst_sides)
 
 
