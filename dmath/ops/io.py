@@ -266,6 +266,16 @@ def _swap(src: str, dst: str) -> bool:
     return fn(AT_FDCWD, os.fsencode(src), AT_FDCWD, os.fsencode(dst), RENAME_EXCHANGE) == 0
 
 
+def _same_arrays(world, leaves: list) -> None:
+    """Raise on every rank unless every rank passed the same arrays at the same keys
+    (SPMD mode; otherwise the ranks would meet in different collectives). Host
+    values may differ: rank 0's are written."""
+    mine = [(node, type(v).__name__, tuple(v.shape), str(v.dtype)) for node, _, v in leaves]
+    first = world.bcast_obj(mine)
+    world.agree(None if mine == first else
+                f"passed other arrays to dmath.save than rank 0 ({mine[:3]}... vs {first[:3]}...)")
+
+
 def _begin(path: str, overwrite: bool, tree: dict, arrays: list, hosts: list,
            compress: bool) -> str:
     """Rank 0: the temporary directory with every node's metadata and the host arrays."""
@@ -356,6 +366,7 @@ def save(path: str | os.PathLike, obj: Any, *, overwrite: bool = False,
     path = os.fspath(path)
     leaves: list = []
     tree = _everywhere(world, _encode, obj, "", "", leaves)
+    _same_arrays(world, leaves)
     arrays, pieces, hosts = [], [], []
     for node, key, value in leaves:
         if not isinstance(value, DArray):

@@ -249,6 +249,9 @@ def errors() -> None:
     expect(TypeError, lambda: dmath.save(p, {"w": a, "f": object()}), "cannot store", "'f'")
     expect(TypeError, lambda: dmath.save(p, {1: a}), "keys must be str")
     expect(TypeError, lambda: dmath.save(p, {"s": np.array(["x"])}), "only bool and numeric")
+    if n > 1:
+        expect(ValueError, lambda: dmath.save(p, {"a": a} if rank == 0 else {"b": a}),
+               "other arrays")
     assert not os.path.exists(p)
     dmath.save(p, {"w": a, "v": 1})
     expect(FileExistsError, lambda: dmath.save(p, {"w": a, "v": 2}), "overwrite=True")

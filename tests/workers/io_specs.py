@@ -40,8 +40,8 @@ def host_values(n: int) -> dict:
 
 def scalars(n: int) -> dict:
     return {"n": n, "name": f"saved on {n}", "lr": 1.5e-3, "inf": float("inf"),
-            "none": None, "flag": True, "neg": -2 ** 40, "list": [1, "two", [3.0, None]],
-            "tuple": (1, (2, "x"))}
+            "none": None, "flag": True, "neg": -2 ** 40, "big": 2 ** 100, "empty": {},
+            "list": [1, "two", [3.0, None], []], "tuple": (1, (2, "x"))}
 
 
 def two_d_row_block(key: str, meta: dict):
