@@ -17,8 +17,8 @@ YIELD = {"OMPI_MCA_mpi_yield_when_idle": "1"}
 
 
 @pytest.mark.parametrize("size, spec, want", [
-    (12, (3, -1), (3, 4)), (12, -1, (12,)), (12, (2, 1, -1, 3), (2, 1, 2, 3)), (0, (0, -1, 2), None),
-    (1, (), ()), (12, (5,), None), (12, (-1, -1), None), (12, (5, -1), None)])
+    (12, (3, -1), (3, 4)), (12, -1, (12,)), (12, (2, 1, -1, 3), (2, 1, 2, 3)),
+    (0, (0, -1, 2), None), (1, (), ()), (12, (5,), None), (12, (-1, -1), None), (12, (5, -1), None)])
 def test_new_shape_like_numpy(size, spec, want):
     try:
         ref = np.empty(size).reshape(spec).shape

@@ -260,8 +260,9 @@ def plan(grid: "Grid", src: tuple, src_dims: tuple, dst: tuple, rank: int) -> Ga
     def receives(r):
         """Per group the points ``r`` receives (ascending) and the source combos."""
         js = [np.flatnonzero(dm.owner == c) for dm, c in zip(dmaps, dcoord(r))]
-        combos = itertools.product(*[np.unique(sm.owner[j]) for sm, j in zip(smaps, js)])
-        return js, list(combos)
+        owners = [np.flatnonzero(np.bincount(sm.owner[j], minlength=len(sm.sizes)))
+                  for sm, j in zip(smaps, js)]
+        return js, list(itertools.product(*owners))
 
     perm = tuple(k for dims in src_dims for k in dims)
     local_only = all(_holder(grid, src, r, combo) == r

@@ -159,7 +159,8 @@ for spec in [(5,), (5, 7), (5, -1), (-1, -1)]:
     else:
         raise AssertionError(f"reshape {spec} did not raise")
     C.ok()
-for fn, exc in [(lambda: dmath.squeeze(A, 0), ValueError), (lambda: dmath.swapaxes(A, 0, 2), AxisError),
+for fn, exc in [(lambda: dmath.squeeze(A, 0), ValueError),
+                (lambda: dmath.swapaxes(A, 0, 2), AxisError),
                 (lambda: dmath.concatenate([A, dmath.zeros((3, 5))], axis=0), ValueError),
                 (lambda: dmath.concatenate([]), ValueError),
                 (lambda: dmath.stack([A, dmath.zeros((4, 3))]), ValueError),
