@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_session.sh train   # benchmarks/train.py --gpu (Fashion-MNIST in data/)
 #   bash benchmarks/gpu_session.sh redistribute  # redistribution tests on CUDA; its benchmark on CUDA
 #                                          # and on CPU tensors with 4 and 8 ranks (a core each)
+#   bash benchmarks/gpu_session.sh indexing  # indexing / shape tests on CUDA (1-4 ranks), benchmarks/indexing.py --gpu
 # Logs go to $OUT (the device tool's output folder) or benchmarks/out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +36,9 @@ case "${1:-tests}" in
     for p in 4 8; do
       DMATH_DEVICE=cpu timeout 120 python3 benchmarks/redistribute.py --ranks $p --repeat 21 --no-doc 2>&1 | tee "$OUT/cpu${p}_redistribute.log" | tail -12
     done
+    ;;
+  indexing)
+    timeout 400 python3 -m pytest -q -p no:cacheprovider tests/test_indexing.py tests/test_shape.py 2>&1 | tee "$OUT/gpu_indexing_tests.log" | tail -5
+    timeout 180 python3 benchmarks/indexing.py --gpu --ranks 4 --no-doc 2>&1 | tee "$OUT/gpu_indexing.log" | tail -14
     ;;
 esac
