@@ -161,6 +161,11 @@ def _raise(kind: type, msg: str):
     raise err
 
 
+def _reraise(exc: Exception | None) -> None:
+    if exc is not None:
+        raise exc
+
+
 def _on_root(world, fn: Callable, *args):
     """``fn(*args)`` on rank 0, its result (or its error) on every rank."""
     out = err = None
@@ -367,7 +372,7 @@ def save(path: str | os.PathLike, obj: Any, *, overwrite: bool = False,
     leaves: list = []
     tree = _everywhere(world, _encode, obj, "", "", leaves)
     _same_arrays(world, leaves)
-    arrays, pieces, hosts = [], [], []
+    arrays, todo, hosts = [], [], []
     for node, key, value in leaves:
         if not isinstance(value, DArray):
             hosts.append((node, "tensor" if isinstance(value, torch.Tensor) else "numpy", value))
@@ -375,20 +380,26 @@ def save(path: str | os.PathLike, obj: Any, *, overwrite: bool = False,
         if value.grid.world.size != world.size:
             raise ValueError(f"dmath.save: the array at {key or 'the top'!r} lives on "
                              f"{value.grid!r}, not on a grid over all {world.size} ranks")
-        a = value.redistribute(value.layout.without_partial()) if value.layout.partial else value
-        lay, chunks = file_layout(a.shape, a.layout, a.grid, a.local.element_size())
-        meta = {"format": FORMAT, "kind": "darray", "shape": list(a.shape),
-                "dtype": _dtype_name(a.dtype), "layout": _layout_json(a.layout),
-                "grid": {"shape": list(a.grid.shape), "names": list(a.grid.names)}}
+        full = value.layout.without_partial()          # partial sums are reduced on the way
+        lay, chunks = file_layout(value.shape, full, value.grid, value.local.element_size())
+        meta = {"format": FORMAT, "kind": "darray", "shape": list(value.shape),
+                "dtype": _dtype_name(value.dtype), "layout": _layout_json(full),
+                "grid": {"shape": list(value.grid.shape), "names": list(value.grid.names)}}
         arrays.append((node, meta, chunks))
-        pieces.append((node, a.redistribute(lay)))
+        todo.append((node, value, lay))
     tmp = _on_root(world, _begin, path, overwrite, tree, arrays,
                    hosts if world.rank == 0 else [], compress)
     try:
-        def write_all():
-            for node, a in pieces:
-                _write_piece(tmp, node, a)
-        _everywhere(world, write_all)
+        failed = None
+        for node, value, lay in todo:      # one array at a time: one extra copy at most
+            piece = value.redistribute(lay)     # collective: every rank, even after a failure
+            if failed is None:
+                try:
+                    _write_piece(tmp, node, piece)
+                except Exception as e:  # noqa: BLE001 - raised below, on every rank
+                    failed = e
+            del piece
+        _everywhere(world, _reraise, failed)
         _on_root(world, _commit, tmp, path)
     except BaseException:
         if world.rank == 0:
