@@ -429,8 +429,13 @@ def _read_meta(path: str) -> dict:
         raise ValueError(f"dmath.load: {path} has format version {head['format']!r}; this dmath "
                          f"reads versions up to {FORMAT} (written by dmath {head.get('version')})")
     nodes: dict = {}
-    _check_tree(head["tree"], path, store, nodes)
-    return {"tree": head["tree"], "nodes": nodes}
+    try:
+        _check_tree(head["tree"], path, store, nodes)
+    except (KeyError, TypeError, AttributeError, IndexError) as e:
+        raise ValueError(f"dmath.load: {path}: malformed dmath tree in zarr.json "
+                         f"({type(e).__name__}: {e})") from None
+    return {"tree": head["tree"], "nodes": nodes, "format": head["format"],
+            "version": head.get("version")}
 
 
 def _check_tree(t, path: str, store, nodes: dict) -> None:
@@ -620,7 +625,8 @@ def info(path: str | os.PathLike) -> str:
     """What the checkpoint at ``path`` holds, one line a leaf (reads on this rank only)."""
     path = os.fspath(path)
     meta = _read_meta(path)
-    lines = [f"{path}: dmath checkpoint, format {FORMAT}"]
+    lines = [f"{path}: dmath checkpoint, format {meta['format']}, written by dmath "
+             f"{meta['version']}"]
 
     def walk(t, key):
         kind = t["type"]

@@ -221,6 +221,15 @@ def errors() -> None:
               lambda j: j["attributes"]["dmath"].update(format=99))
     expect(ValueError, lambda: dmath.load(bad), "format version 99")
 
+    bad = copy(src, "tree")
+    edit_json(os.path.join(bad, "zarr.json"), lambda j: j["attributes"]["dmath"].update(
+        tree={"type": "dict", "items": [["w", {"type": "darray"}]]}))
+    expect(ValueError, lambda: dmath.load(bad), "malformed dmath tree")
+
+    text = dmath.io.info(saved(n, "ckpt"))
+    assert "arrays/a5: DArray (5, 7)" in text and "scalars/lr: 0.0015" in text, text
+    C.ok()
+
     bad = os.path.join(ROOT, f"bad{n}", "foreign")
     on_root(lambda: zarr.create_group(bad))
     expect(ValueError, lambda: dmath.load(bad), "not a dmath checkpoint")
