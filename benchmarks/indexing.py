@@ -147,7 +147,7 @@ def _table(rows) -> list[str]:
     out = ["| op | result layout | dmath ms | naive ms | speed-up | MB moved | naive MB |",
            "|---|---|---:|---:|---:|---:|---:|"]
     for name, lay, t, tn, r, mb, mbn in rows:
-        out.append(f"| `{name}` | {lay} | {t:.2f} | {tn:.2f} | {r:.1f} | {mb:.1f} | {mbn:.1f} |")
+        out.append(f"| `{name}` | {lay} | {t:.2f} | {tn:.2f} | {r:.1f} | {mb:.3f} | {mbn:.1f} |")
     return out
 
 

@@ -350,8 +350,8 @@ def setitem(a: DArray, key, value) -> None:
             value = np.asarray(value)
         except Exception:
             raise TypeError(f"cannot assign a {type(value).__name__} to a DArray") from None
-        if value.dtype == object:
-            raise TypeError(f"cannot assign a {type(value).__name__} to a DArray")
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"cannot assign values of dtype {value.dtype} to a DArray")
         value = value.reshape(_value_shape(value, sel.out_shape))
     if math.prod(sel.out_shape) == 0:
         return
