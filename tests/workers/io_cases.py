@@ -49,7 +49,8 @@ def build(rng, x: np.ndarray, lay: Layout, grid, t: torch.dtype):
     """A DArray of value ``x`` in ``lay`` (random summands for partial layouts)."""
     if x.ndim:
         return make(rng, x, lay, grid, t)
-    return dmath.from_local(torch.from_numpy(np.array(x)).to(t), (), lay, grid=grid)
+    local = torch.from_numpy(np.array(x)).to(t).to(dmath.context().device)
+    return dmath.from_local(local, (), lay, grid=grid)
 
 
 def check_value(a, x: np.ndarray, what: str) -> None:
