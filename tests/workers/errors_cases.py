@@ -146,8 +146,10 @@ case("argmin of an empty array", ValueError, r"argmin of an empty array")(
     lambda: dmath.argmin(dmath.zeros((3, 0), layout=dmath.block_2d())))
 case("arange with step 0", ValueError, r"step must not be zero")(
     lambda: dmath.arange(0, 5, 0))
-case("numpy array as an operand", TypeError, r"operands must be DArrays or scalars, got ndarray")(
-    lambda: A + np.ones((5, 7)))
+case("a str as an operand", TypeError, r"operands must be DArrays or scalars, got str")(
+    lambda: A + "x")
+case("a numpy operand that does not broadcast", ValueError, r"do not broadcast")(
+    lambda: A + np.ones((4, 7)))
 case("where with a numpy condition", TypeError, r"cond must be a DArray")(
     lambda: dmath.where(x > 0, A, 0.0))
 
