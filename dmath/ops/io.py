@@ -27,6 +27,7 @@ rank at the same point: no rank waits for one that gave up.
 from __future__ import annotations
 
 import ctypes
+import json
 import math
 import os
 import re
@@ -281,14 +282,26 @@ def _same_arrays(world, leaves: list) -> None:
                 f"passed other arrays to dmath.save than rank 0 ({mine[:3]}... vs {first[:3]}...)")
 
 
+def _is_checkpoint(path: str) -> bool:
+    """Whether ``path`` holds a dmath checkpoint (overwrite replaces nothing else)."""
+    try:
+        with open(os.path.join(path, "zarr.json")) as f:
+            head = json.load(f)["attributes"]["dmath"]
+        return isinstance(head, dict) and "tree" in head
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def _begin(path: str, overwrite: bool, tree: dict, arrays: list, hosts: list,
            compress: bool) -> str:
     """Rank 0: the temporary directory with every node's metadata and the host arrays."""
     zarr = _zarr()
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"dmath.save: {path} exists; pass overwrite=True to replace it")
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise FileExistsError(f"dmath.save: {path} exists and is not a directory")
+    if os.path.exists(path):
+        if not overwrite:
+            raise FileExistsError(f"dmath.save: {path} exists; pass overwrite=True to replace it")
+        if not os.path.isdir(path) or (os.listdir(path) and not _is_checkpoint(path)):
+            raise FileExistsError(f"dmath.save: {path} exists and is not a dmath checkpoint "
+                                  "(nor an empty directory); not replacing it")
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"

@@ -263,6 +263,10 @@ def errors() -> None:
         expect(ValueError, lambda: dmath.save(p, {"a": a} if rank == 0 else {"b": a}),
                "other arrays")
     assert not os.path.exists(p)
+    other = os.path.join(ROOT, f"bad{n}", "not_a_checkpoint")
+    on_root(lambda: os.makedirs(other) or open(os.path.join(other, "keep.txt"), "w").write("x"))
+    expect(FileExistsError, lambda: dmath.save(other, a, overwrite=True), "not replacing it")
+    assert os.path.isfile(os.path.join(other, "keep.txt"))
     dmath.save(p, {"w": a, "v": 1})
     expect(FileExistsError, lambda: dmath.save(p, {"w": a, "v": 2}), "overwrite=True")
     assert dmath.load(p)["v"] == 1
