@@ -13,7 +13,8 @@
 * every rank plans GEMMs with rank 0's tune profile, read when the session
   started, although each rank's DMATH_TUNE_FILE holds another one and rank 0's
   file changes during the job; ``agreed.refresh`` adopts rank 0's new file;
-* SPMD: NCCL's bootstrap store (torch TCPStore) listens on loopback only.
+* SPMD: NCCL's bootstrap store (torch TCPStore) listens on loopback only, and
+  no rank listens on any other address.
 """
 from __future__ import annotations
 
@@ -223,18 +224,46 @@ def store(cases) -> None:
     world.barrier()
     assert [st.get(f"rank{r}") for r in range(world.size)] == \
         [str(r).encode() for r in range(world.size)]
+    inodes = world.allgather_obj(_socket_inodes())
     if world.rank == 0:
-        listening = set()
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-            with open(table) as f:
-                for line in list(f)[1:]:
-                    local, state = line.split()[1], line.split()[3]
-                    addr, port = local.rsplit(":", 1)
-                    if state == "0A" and int(port, 16) == st.port:       # LISTEN
-                        listening.add(addr)
-        assert listening == {"0100007F"}, f"store port {st.port} listens on {listening}"
+        listening = _listening()
+        assert {a for a, p, _ in listening if p == st.port} == {"0100007F"}, \
+            f"store port {st.port}: {listening}"
+        # and no rank listens anywhere but on loopback (MPI between ranks of one
+        # host: shared memory, Open MPI's TCP transport left out by dmath run)
+        for r, mine in enumerate(inodes):
+            wide = [(a, p) for a, p, i in listening if i in mine and a not in LOOPBACK]
+            assert not wide, f"rank {r} listens on {wide}"
     world.barrier()
     cases.ok()
+
+
+LOOPBACK = {"0100007F", "00000000000000000000000001000000"}
+
+
+def _socket_inodes() -> set:
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            out.add(link[8:-1])
+    return out
+
+
+def _listening() -> list:
+    """(hex address, port, inode) of every listening TCP socket of this host."""
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in list(f)[1:]:
+                cols = line.split()
+                addr, port = cols[1].rsplit(":", 1)
+                if cols[3] == "0A":                                      # LISTEN
+                    out.append((addr, int(port, 16), cols[9]))
+    return out
 
 
 def main() -> None:
