@@ -372,8 +372,8 @@ class Client:
         global _client
         if self.broken:
             if self.lost:
-                raise RuntimeError(f"this dmath session is unusable ({self.broken}); call "
-                                   "dmath.finalize() and start a new one")
+                raise RuntimeError(f"this dmath session is unusable ({self.broken}); a new "
+                                   "session needs a new Python process (kernel)")
             raise RuntimeError(f"this dmath session is unusable: rank 0 left a command early "
                                f"({self.broken}); the other ranks may be waiting in it. "
                                "Restart the session.")
@@ -463,8 +463,9 @@ class Client:
         self.broken = f"lost rank {who}"
         self.lost = True
         return RuntimeError(f"dmath: lost rank {who} (its process exited or was killed) while "
-                            f"running {self.last} (command #{seq}); this session cannot go on: "
-                            "call dmath.finalize() and start a new one")
+                            f"running {self.last} (command #{seq}); this session cannot go on. "
+                            "Host data you hold is intact; MPI cannot start twice in one "
+                            "process, so a new session needs a new Python process (kernel)")
 
     def _status(self, discard: int | None) -> list[dict]:
         """Ask every server for its failures since the last look (a message + a gather)."""
