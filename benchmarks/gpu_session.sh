@@ -6,6 +6,8 @@
 #   bash benchmarks/gpu_session.sh redistribute  # redistribution tests on CUDA; its benchmark on CUDA
 #                                          # and on CPU tensors with 4 and 8 ranks (a core each)
 #   bash benchmarks/gpu_session.sh indexing  # indexing / shape tests on CUDA (1-4 ranks), benchmarks/indexing.py --gpu
+#   bash benchmarks/gpu_session.sh operators  # operator tests on CUDA (1-4 ranks, both modes); dispatch
+#                                          # benchmark on CPU tensors (quiet host: writes docs) and --gpu
 # Logs go to $OUT (the device tool's output folder) or benchmarks/out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,5 +42,11 @@ case "${1:-tests}" in
   indexing)
     timeout 400 python3 -m pytest -q -p no:cacheprovider tests/test_indexing.py tests/test_shape.py 2>&1 | tee "$OUT/gpu_indexing_tests.log" | tail -5
     timeout 180 python3 benchmarks/indexing.py --gpu --ranks 4 --no-doc 2>&1 | tee "$OUT/gpu_indexing.log" | tail -14
+    ;;
+  operators)
+    timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_operators.py 2>&1 | tee "$OUT/gpu_operators_tests.log" | tail -5
+    DMATH_DEVICE=cpu timeout 240 python3 benchmarks/dispatch.py --ranks 1 2 2>&1 | tee "$OUT/cpu_dispatch.log" | tail -18
+    timeout 200 python3 benchmarks/dispatch.py --gpu --ranks 1 2 --no-doc 2>&1 | tee "$OUT/gpu_dispatch.log" | tail -18
+    cp docs/performance.md "$OUT"/ 2>/dev/null
     ;;
 esac
