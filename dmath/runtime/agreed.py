@@ -25,13 +25,19 @@ from .dispatch import command
 __all__ = ["register", "get", "is_agreed", "agree", "refresh", "override", "forget"]
 
 _READERS: dict[str, Callable[[], Any]] = {}
+_APPLY: dict[str, Callable[[Any], None]] = {}
 _VALUES: dict[str, Any] = {}
 _STATE = {"agreed": False}
 
 
-def register(name: str, read: Callable[[], Any]) -> None:
-    """``read()`` gives this rank's own value of setting ``name`` (called on rank 0)."""
+def register(name: str, read: Callable[[], Any],
+             apply: Callable[[Any], None] | None = None) -> None:
+    """``read()`` gives this rank's own value of setting ``name`` (called on rank 0);
+    ``apply(value)``, if given, is called on every rank with the agreed value (for
+    settings kept elsewhere, e.g. the layout cache's budget)."""
     _READERS[name] = read
+    if apply is not None:
+        _APPLY[name] = apply
 
 
 def get(name: str) -> Any:
@@ -56,6 +62,9 @@ def agree(world) -> None:
     _VALUES.clear()
     _VALUES.update(values)
     _STATE["agreed"] = True
+    for name, apply in _APPLY.items():
+        if name in values:
+            apply(values[name])
 
 
 @command

@@ -22,6 +22,7 @@ import os
 import weakref
 from collections import OrderedDict
 
+from . import agreed
 from .dispatch import command
 
 
@@ -119,6 +120,16 @@ class LayoutCache:
 
 
 LAYOUTS = LayoutCache(int(float(os.environ.get("DMATH_CACHE_MB", "512")) * 2**20))
+
+
+def _agreed_budget(nbytes: int) -> None:
+    LAYOUTS.budget = int(nbytes)
+    LAYOUTS._shrink()
+
+
+# A hit on one rank and a miss on another would have one rank redistribute alone:
+# the budget is rank 0's on every rank (its DMATH_CACHE_MB when the session starts).
+agreed.register("DMATH_CACHE_MB", lambda: LAYOUTS.budget, apply=_agreed_budget)
 
 
 class HostCopies:

@@ -13,6 +13,7 @@
 * every rank plans GEMMs with rank 0's tune profile, read when the session
   started, although each rank's DMATH_TUNE_FILE holds another one and rank 0's
   file changes during the job; ``agreed.refresh`` adopts rank 0's new file;
+* the layout cache's budget is rank 0's (DMATH_CACHE_MB differs on rank 1);
 * SPMD: NCCL's bootstrap store (torch TCPStore) listens on loopback only, and
   no rank listens on any other address.
 """
@@ -28,6 +29,7 @@ import torch
 MODE, TUNE_DIR = sys.argv[1], Path(sys.argv[2])
 RANK = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
 os.environ["DMATH_TUNE_FILE"] = str(TUNE_DIR / f"tune{RANK}.json")   # a file per rank
+os.environ["DMATH_CACHE_MB"] = "0" if RANK == 1 else "64"            # rank 1 would cache nothing
 
 import dmath  # noqa: E402
 from _arrays import grids, random_layout  # noqa: E402
@@ -71,6 +73,12 @@ def tune_state(A, B, rewrite: bool) -> list:
     session, _ = profile.load(CPU)
     own, _ = profile._load_here(CPU)
     return world.allgather_obj((plan, session["alpha"], own["alpha"]))
+
+
+@dmath.command
+def cache_budgets() -> list:
+    from dmath.runtime.caching import LAYOUTS
+    return dmath.context().world.allgather_obj(LAYOUTS.budget)
 
 
 @dmath.command
@@ -266,10 +274,22 @@ def _listening() -> list:
     return out
 
 
+def cache(cases, rng) -> None:
+    """The layout cache's budget is rank 0's on every rank: replicating the same
+    array twice is a hit everywhere (rank 1 alone would miss and gather alone)."""
+    assert cache_budgets() == [64 * 2**20] * dmath.context().world.size, cache_budgets()
+    x = rng.standard_normal((7, 5))
+    a = fnp(x, dmath.row_block())
+    for _ in range(3):
+        assert np.array_equal(a.redistribute(dmath.replicated()).to_numpy(), x)
+    cases.ok()
+
+
 def main() -> None:
     from _case import Cases
     cases = Cases(mode=MODE)
     rng = np.random.default_rng(10)
+    cache(cases, rng)
     bad_inputs(cases)
     layouts_and_0d(cases, rng)
     if dmath.context().device.type == "cpu":     # host shared memory; profiles keyed by CPU
