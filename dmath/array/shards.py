@@ -31,18 +31,20 @@ def shard_coords(layout: Layout, grid: "Grid", rank: int) -> tuple[int, ...]:
 def local_shape(shape: Sequence[int], layout: Layout, grid: "Grid", rank: int | None = None) -> tuple[int, ...]:
     """Shape of the local piece ``rank`` holds (ScaLAPACK numroc for block-cyclic dims)."""
     rank = grid.rank if rank is None else rank
-    key = (tuple(shape), layout, grid, rank)
+    # Cached: every new array checks its piece against this. Keyed by the grid's id
+    # (hashing a Grid builds a tuple); the entry keeps the grid, so the id stays its own.
+    key = (tuple(shape), layout, id(grid), rank)
     hit = _LOCAL_SHAPES.get(key)
-    if hit is None:           # cached: every new array checks its piece against this
-        hit = tuple(int(m.sizes[c]) for m, c in zip(dim_maps(shape, layout, grid),
-                                                   shard_coords(layout, grid, rank)))
+    if hit is None or hit[0] is not grid:
+        hit = (grid, tuple(int(m.sizes[c]) for m, c in zip(dim_maps(shape, layout, grid),
+                                                           shard_coords(layout, grid, rank))))
         if len(_LOCAL_SHAPES) >= 4096:
             _LOCAL_SHAPES.clear()
         _LOCAL_SHAPES[key] = hit
-    return hit
+    return hit[1]
 
 
-_LOCAL_SHAPES: dict[tuple, tuple[int, ...]] = {}
+_LOCAL_SHAPES: dict[tuple, tuple] = {}
 
 
 def global_indices(shape: Sequence[int], layout: Layout, grid: "Grid",
