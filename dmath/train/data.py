@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import gzip
 import os
-import threading
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -268,7 +268,8 @@ class DataLoader:
         self.y_layout = Layout(self.x_layout.dims[0]).resolve(self.grid, 1)
         self.epoch = 0
         self._perm = None
-        self._ahead: tuple | None = None       # (epoch, batch, thread, result box)
+        self._ahead: tuple | None = None       # (epoch, batch, future)
+        self._pool: ThreadPoolExecutor | None = None
 
     def __len__(self) -> int:
         n = len(self.dataset)
@@ -303,16 +304,9 @@ class DataLoader:
         return x, y, b
 
     def _start(self, i: int) -> None:
-        box: list = []
-
-        def work():
-            try:
-                box.append(self._read(i))
-            except BaseException as exc:      # re-raised by the batch call that needs it
-                box.append(exc)
-        t = threading.Thread(target=work, name="dmath-prefetch", daemon=True)
-        t.start()
-        self._ahead = (self.epoch, i, t, box)
+        if self._pool is None:            # one reading thread per loader, kept
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="dmath-prefetch")
+        self._ahead = (self.epoch, i, self._pool.submit(self._read, i))
 
     @command
     def batch(self, i: int) -> tuple[DArray, DArray]:
@@ -321,10 +315,7 @@ class DataLoader:
             raise IndexError(f"batch {i} of a loader of {len(self)} batches")
         got = None
         if self._ahead is not None and self._ahead[:2] == (self.epoch, i):
-            self._ahead[2].join()
-            got = self._ahead[3][0]
-            if isinstance(got, BaseException):
-                raise got
+            got = self._ahead[2].result()     # re-raises a failure of the read
         self._ahead = None
         x, y, b = got if got is not None else self._read(i)
         if self.prefetch and i + 1 < len(self):

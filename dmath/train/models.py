@@ -74,7 +74,8 @@ class _Builder:
         c, h, w = self.shape
         lay = self._conv_layout((cout, c, k, k), stride, padding)
         self.first = self.first or lay
-        self.shape = (cout, (h + 2 * padding - k) // stride + 1, (w + 2 * padding - k) // stride + 1)
+        self.shape = (cout, (h + 2 * padding - k) // stride + 1,
+                      (w + 2 * padding - k) // stride + 1)
         return M.Conv2d(c, cout, k, stride, padding, layout=lay, grid=self.grid,
                         dtype=self.dtype, seed=self._seed())
 
