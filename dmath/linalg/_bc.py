@@ -197,11 +197,16 @@ class BC:
         return d.redistribute(like.layout.without_partial(), like.grid)
 
 
-def to_bc(a: DArray, nb: int, grid: Grid | None = None) -> BC:
-    """``a`` (2-D, any layout) as a fresh block-cyclic(nb) copy on a 2-D grid."""
+def to_bc(a: DArray, nb: int, grid: Grid | None = None, overwrite: bool = False) -> BC:
+    """``a`` (2-D, any layout) as a fresh block-cyclic(nb) copy on a 2-D grid; with
+    ``overwrite``, ``a``'s own piece when it is in that layout already (then the
+    caller writes the input: scipy's ``overwrite_a``; ``a`` is marked changed)."""
     g = grid2(a.grid) if grid is None else grid
     lay = bc_layout(g, nb)
     d = a.redistribute(lay, g)
+    if overwrite and d is a and a.local.is_contiguous():
+        a.touch()
+        return BC(a.local, a.shape, nb, g, src=a)
     return BC(_fresh(d, a), a.shape, nb, g, src=a)
 
 

@@ -84,14 +84,16 @@ def factor(M: BC) -> None:
 
 
 @command
-def cholesky(a: DArray, *, upper: bool = False, nb: int | None = None) -> DArray:
+def cholesky(a: DArray, *, upper: bool = False, nb: int | None = None,
+             overwrite_a: bool = False) -> DArray:
     """L with a = L L^H (numpy.linalg.cholesky): lower triangular, in a's layout.
 
     a: (n, n) Hermitian positive definite, any layout (only the lower triangle
     is read); worked on in 2-D block-cyclic(nb) (a's own block size if it is
     block-cyclic, else ``nb`` or 128). ``upper=True`` returns L^H instead.
     Raises ``NotPositiveDefiniteError`` (a ``numpy.linalg.LinAlgError``)
-    naming the failing column, on every rank."""
+    naming the failing column, on every rank. ``overwrite_a``: factor a
+    block-cyclic a in place (no copy; a is then overwritten, also on error)."""
     check_matrix(a, "cholesky", square=True)
     if one_rank(a):
         L, info = torch.linalg.cholesky_ex(whole(a))
@@ -101,7 +103,7 @@ def cholesky(a: DArray, *, upper: bool = False, nb: int | None = None) -> DArray
             raise _not_pd(0)
         L = L.mH.contiguous() if upper else L
         return DArray(L, a.shape, a.layout.without_partial(), a.grid)
-    M = to_bc(a, block_size(a, nb))
+    M = to_bc(a, block_size(a, nb), overwrite=overwrite_a)
     factor(M)
     gr, gc = M.masks()
     M.keep(M.a, gr >= gc)

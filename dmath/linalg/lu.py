@@ -92,21 +92,23 @@ def one_rank_lu(t: torch.Tensor) -> tuple[torch.Tensor, np.ndarray, int]:
 
 
 @command
-def lu(a: DArray, *, nb: int | None = None, check: bool = True) -> tuple[DArray, np.ndarray]:
+def lu(a: DArray, *, nb: int | None = None, check: bool = True,
+       overwrite_a: bool = False) -> tuple[DArray, np.ndarray]:
     """(LU, piv) of a (m, n) with partial pivoting, as scipy.linalg.lu_factor:
     LU holds L (unit, strictly below the diagonal) and U, in a's layout; piv
     (numpy int64, min(m, n), 0-based): row i was swapped with row piv[i].
 
     Worked on in 2-D block-cyclic(nb). An exactly zero pivot raises
     ``SingularMatrixError`` (``.info`` = LAPACK info) on every rank, unless
-    ``check=False``."""
+    ``check=False``. ``overwrite_a``: factor a block-cyclic a in place (no
+    copy; a then holds LU, also after an error)."""
     check_matrix(a, "lu")
     if one_rank(a):
         LU, piv, info = one_rank_lu(whole(a))
         if check and info:
             raise singular_error(info, "lu")
         return DArray(LU, a.shape, a.layout.without_partial(), a.grid), piv
-    M = to_bc(a, block_size(a, nb))
+    M = to_bc(a, block_size(a, nb), overwrite=overwrite_a)
     piv, info = factor(M)
     if check and info:
         raise singular_error(info, "lu")

@@ -116,13 +116,14 @@ def tsqr(a: DArray) -> tuple[DArray, DArray]:
 
 @command
 def qr(a: DArray, mode: str = "reduced", *, algorithm: str = "auto",
-       nb: int | None = None):
+       nb: int | None = None, overwrite_a: bool = False):
     """numpy.linalg.qr for a (m, n): Q (m, K) and R (K, n), K = min(m, n).
 
     mode: 'reduced' (Q, R) or 'r' (R only). algorithm: 'householder'
     (blocked, 2-D block-cyclic(nb); Q and R in a's layout), 'tsqr' (rows
     sharded, columns whole, m >= n p; Q in a's layout, R replicated) or
-    'auto' (tsqr when it fits)."""
+    'auto' (tsqr when it fits). ``overwrite_a``: a block-cyclic a is
+    factored in place (Householder; no copy, a is overwritten)."""
     check_matrix(a, "qr")
     if mode not in ("reduced", "r"):
         raise ValueError(f"qr: mode must be 'reduced' or 'r', not {mode!r}")
@@ -139,7 +140,7 @@ def qr(a: DArray, mode: str = "reduced", *, algorithm: str = "auto",
     if algorithm == "tsqr" or (algorithm == "auto" and _tsqr_fits(a)):
         Q, R = tsqr(a)
         return R if mode == "r" else (Q, R)
-    M = to_bc(a, block_size(a, nb))
+    M = to_bc(a, block_size(a, nb), overwrite=overwrite_a)
     panels = factor(M)
     K = min(M.m, M.n)
     gr, gc = M.masks(K)

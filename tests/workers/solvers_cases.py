@@ -253,7 +253,13 @@ def run_errors(grid, lay, nb):
     done += raises(np.linalg.LinAlgError, dmath.linalg.solve_triangular, T,
                    dist(s[:, :2].copy(), lay, grid, torch.float64))
     done += raises(TypeError, dmath.linalg.cholesky, dist(s, lay, grid, torch.float16))
-    return done + 2
+    ok = matrix(n, "spd")                                  # overwrite_a: in place when block-cyclic
+    O = dist(ok, lay, grid, torch.float64)
+    L = dmath.linalg.cholesky(O, overwrite_a=True, nb=nb)
+    assert np.allclose(host(L), np.linalg.cholesky(ok))
+    if nb is not None and _bc.is_bc(O) == nb and p > 1:
+        assert np.allclose(host(O), np.linalg.cholesky(ok)), f"not factored in place {grid!r} {O.layout} {np.abs(host(O) - np.linalg.cholesky(ok)).max()}"
+    return done + 3
 
 
 # -- the sweep -------------------------------------------------------------------------------

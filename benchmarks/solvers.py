@@ -1,0 +1,355 @@
+"""Dense solvers benchmark: dmath.linalg next to ScaLAPACK (or scipy), one command.
+
+    python benchmarks/solvers.py                   # CPU: n=4096 float64, 4 ranks x 1 thread
+    python benchmarks/solvers.py --quick           # n=2048, fewer repeats
+    python benchmarks/solvers.py --fetch-scalapack # what `make bench-setup` runs (see below)
+    python benchmarks/solvers.py --gpu             # 1 rank on the GPU: dmath vs torch.linalg
+
+CPU part, in one MPI job of 4 ranks x 1 thread on a 2 x 2 grid, block-cyclic
+nb: dmath's cholesky, lu and qr next to ScaLAPACK's pdpotrf, pdgetrf and
+pdgeqrf on the very same local pieces (``DArray.to_scalapack``), interleaved
+call by call (the fastest of ``--repeats`` each), plus a 1-rank job: dmath
+on one rank (torch's LAPACK) next to scipy.linalg, 1 thread. Ratios are
+dmath's speed over the baseline's (higher is better); wall-clock and process
+CPU time both (the machine may be shared: CPU time is the work done).
+
+ScaLAPACK comes from Debian (libscalapack-openmpi 2.2 with serial OpenBLAS),
+fetched as .deb files with ``apt-get download`` (no root, no install) and
+unpacked into .venv/scalapack/; it links only ``libmpi.so.40`` (MPI's C
+interface), which the venv's PyPI Open MPI provides, so it runs in the same
+mpiexec job as dmath. Without it the ScaLAPACK columns are left out.
+
+Writes a table, benchmarks/out/solvers_cpu.json, docs/img/solvers_cpu.png and
+this script's section of docs/performance.md.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+IMG = ROOT / "docs" / "img"
+SCALAPACK = ROOT / ".venv" / "scalapack"
+LIBDIRS = [SCALAPACK / "usr/lib/x86_64-linux-gnu", SCALAPACK / "usr/lib/x86_64-linux-gnu/openblas-serial"]
+DEBS = ("libscalapack-openmpi2.2", "libopenblas0-serial", "libgfortran5", "libquadmath0")
+ROUTINES = ("cholesky", "lu", "qr")
+FLOPS = {"cholesky": 1 / 3, "lu": 2 / 3, "qr": 4 / 3}          # x n^3
+BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def fetch_scalapack() -> None:
+    """Download Debian's ScaLAPACK (Open MPI build) and serial OpenBLAS, unpack them."""
+    debs = SCALAPACK / "debs"
+    debs.mkdir(parents=True, exist_ok=True)
+    if (LIBDIRS[0] / "libscalapack-openmpi.so.2.2").exists():
+        print(f"ScaLAPACK already in {SCALAPACK}")
+        return
+    try:
+        subprocess.run(["apt-get", "download", *DEBS], cwd=debs, check=True)
+        for deb in debs.glob("*.deb"):
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(SCALAPACK)], check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"ScaLAPACK not fetched ({e}): benchmarks/solvers.py will compare with scipy only")
+        return
+    print(f"ScaLAPACK unpacked into {SCALAPACK}")
+
+
+def have_scalapack() -> bool:
+    return (LIBDIRS[0] / "libscalapack-openmpi.so.2.2").exists()
+
+
+# -- workers (run under mpiexec) ---------------------------------------------------------------
+class ScaLAPACK:
+    """pdpotrf / pdgetrf / pdgeqrf through ctypes on a BLACS grid matching dmath's (row-major)."""
+
+    def __init__(self, pr: int, pc: int):
+        self.lib = ctypes.CDLL(str(LIBDIRS[0] / "libscalapack-openmpi.so.2.2"), mode=ctypes.RTLD_GLOBAL)
+        ci = ctypes.c_int
+        self.ctxt = ci()
+        self.lib.Cblacs_get(ci(-1), ci(0), ctypes.byref(self.ctxt))
+        self.lib.Cblacs_gridinit(ctypes.byref(self.ctxt), b"R", ci(pr), ci(pc))
+
+    @staticmethod
+    def _i(v: int):
+        return ctypes.byref(ctypes.c_int(v))
+
+    def desc(self, n: int, nb: int, lld: int):
+        d, info = (ctypes.c_int * 9)(), ctypes.c_int()
+        i = self._i
+        self.lib.descinit_(d, i(n), i(n), i(nb), i(nb), i(0), i(0), ctypes.byref(self.ctxt),
+                           i(max(1, lld)), ctypes.byref(info))
+        return d
+
+    def run(self, routine: str, a, n: int, nb: int) -> int:
+        """Factor the Fortran-ordered local array ``a`` in place; returns info."""
+        import numpy as np
+        i, info = self._i, ctypes.c_int()
+        d = self.desc(n, nb, a.shape[0])
+        ptr = a.ctypes.data_as(ctypes.c_void_p)
+        if routine == "cholesky":
+            self.lib.pdpotrf_(b"L", i(n), ptr, i(1), i(1), d, ctypes.byref(info))
+        elif routine == "lu":
+            ipiv = np.zeros(a.shape[0] + nb, dtype=np.int32)
+            self.lib.pdgetrf_(i(n), i(n), ptr, i(1), i(1), d,
+                              ipiv.ctypes.data_as(ctypes.c_void_p), ctypes.byref(info))
+        else:
+            tau = np.zeros(max(1, a.shape[1]), dtype=np.float64)
+            q = np.zeros(1)
+            args = (i(n), i(n), ptr, i(1), i(1), d, tau.ctypes.data_as(ctypes.c_void_p))
+            self.lib.pdgeqrf_(*args, q.ctypes.data_as(ctypes.c_void_p), i(-1), ctypes.byref(info))
+            work = np.zeros(int(q[0]) + 1)
+            self.lib.pdgeqrf_(*args, work.ctypes.data_as(ctypes.c_void_p), i(len(work)),
+                              ctypes.byref(info))
+        return info.value
+
+
+def timed(fn) -> tuple[float, float]:
+    t, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def worker(args) -> None:
+    import numpy as np
+    import torch
+    torch.set_num_threads(1)
+    import dmath
+    dmath.init(mode="spmd")
+    world = dmath.context().world
+    p, n, nb = world.size, args.n, args.nb
+    grid = dmath.Grid(dmath.runtime.most_square(p))
+    lay = dmath.block_cyclic(nb)
+    A = dmath.random.normal((n, n), seed=1, layout=lay, grid=grid)
+    G = dmath.random.normal((n, n), seed=2, layout=lay, grid=grid)
+    S = dmath.matmul(A, A.T).redistribute(lay)                # S = A A^T + n I: positive definite
+    S = S + dmath.eye(n, layout=lay, grid=grid) * n
+    inputs = {"cholesky": S, "lu": G, "qr": G}
+    sca = ScaLAPACK(*grid.shape) if (args.scalapack and p > 1) else None
+    scipy_fns = None
+    if p == 1:
+        import scipy.linalg as sl
+        scipy_fns = {"cholesky": lambda x: sl.cholesky(x, lower=True, overwrite_a=True, check_finite=False),
+                     "lu": lambda x: sl.lu_factor(x, overwrite_a=True, check_finite=False),
+                     "qr": lambda x: sl.qr(x, mode="r", overwrite_a=True, check_finite=False)}
+    # In place on a fresh copy each call, as ScaLAPACK (the copy is not timed).
+    dm = {"cholesky": lambda x: dmath.linalg.cholesky(x, overwrite_a=True),
+          "lu": lambda x: dmath.linalg.lu(x, overwrite_a=True),
+          "qr": lambda x: dmath.linalg.qr(x, mode="r", overwrite_a=True)}
+    out = {"n": n, "nb": nb, "ranks": p, "grid": list(grid.shape)}
+    for r in args.routines.split(","):
+        X = inputs[r]
+        best = {}
+        for rep in range(args.repeats + 1):                    # the first call warms up
+            Y = dmath.from_local(X.local.clone(), X.shape, X.layout, grid=grid)
+            world.barrier()
+            w, c = timed(lambda: dm[r](Y))
+            world.barrier()
+            res = [("dmath", w, c)]
+            if sca is not None:
+                piece = X.to_scalapack()
+                world.barrier()
+                w, c = timed(lambda: sca.run(r, piece, n, nb))
+                world.barrier()
+                res.append(("scalapack", w, c))
+            if scipy_fns is not None:
+                host = np.array(X.local.numpy(), order="F")
+                w, c = timed(lambda: scipy_fns[r](host))
+                res.append(("scipy", w, c))
+            if rep:
+                for name, w, c in res:
+                    w = max(world.allgather_obj(w))
+                    c = sum(world.allgather_obj(c))
+                    o = best.setdefault(name, {"seconds": w, "cpu_seconds": c})
+                    o["seconds"], o["cpu_seconds"] = min(o["seconds"], w), min(o["cpu_seconds"], c)
+        for name, o in best.items():
+            o["gflops"] = FLOPS[r] * n ** 3 / o["seconds"] / 1e9
+            o["gflops_cpu"] = FLOPS[r] * n ** 3 / (o["cpu_seconds"] / min(p, os.cpu_count() or 1)) / 1e9
+        out[r] = best
+    if world.rank == 0:
+        print("RESULT " + json.dumps(out), flush=True)
+
+
+def worker_gpu(args) -> None:
+    import torch
+    import dmath
+    dmath.init(mode="spmd")
+    n = args.n
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(n, n, device="cuda", dtype=torch.float64, generator=g)
+    s = a @ a.T + n * torch.eye(n, device="cuda", dtype=torch.float64)
+    lay = dmath.replicated()
+    S, G = dmath.from_local(s, (n, n), lay), dmath.from_local(a, (n, n), lay)
+    pairs = {"cholesky": (lambda: dmath.linalg.cholesky(S), lambda: torch.linalg.cholesky(s)),
+             "lu": (lambda: dmath.linalg.lu(G), lambda: torch.linalg.lu_factor(a)),
+             "qr": (lambda: dmath.linalg.qr(G), lambda: torch.linalg.qr(a)),
+             "solve": (lambda: dmath.linalg.solve(G, S), lambda: torch.linalg.solve(a, s))}
+    out = {"n": n, "device": torch.cuda.get_device_name()}
+    for name, (mine, ref) in pairs.items():
+        best = {}
+        for rep in range(args.repeats + 1):
+            for who, fn in (("dmath", mine), ("torch", ref)):
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                fn()
+                torch.cuda.synchronize()
+                if rep:
+                    best[who] = min(best.get(who, 1e9), time.perf_counter() - t)
+        out[name] = {k: {"seconds": v} for k, v in best.items()}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+# -- driver ----------------------------------------------------------------------------------
+def mpirun(ranks: int, argv: list[str], timeout: float = 1800) -> dict:
+    sys.path.insert(0, str(ROOT))
+    from dmath.cli.launch import mpiexec_command
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_ENV}
+    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    if have_scalapack():
+        env["LD_LIBRARY_PATH"] = os.pathsep.join([str(d) for d in LIBDIRS]
+                                                 + [env.get("LD_LIBRARY_PATH", "")])
+    proc = subprocess.run(mpiexec_command(ranks, [__file__, "--worker", *argv]), capture_output=True,
+                          text=True, env=env, timeout=timeout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"{argv} on {ranks} ranks failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][7:])
+
+
+def ratio(res: dict, r: str, base: str, key: str = "gflops") -> float | None:
+    e = res.get(r, {})
+    if "dmath" not in e or base not in e:
+        return None
+    return e["dmath"][key] / e[base][key]
+
+
+def table(res: dict, base: str) -> str:
+    rows = [f"| routine | dmath GF/s | {base} GF/s | ratio (wall) | ratio (CPU time) |",
+            "|---|---:|---:|---:|---:|"]
+    for r in ROUTINES:
+        e = res.get(r)
+        if not e or base not in e:
+            continue
+        rows.append(f"| {r} | {e['dmath']['gflops']:.1f} | {e[base]['gflops']:.1f} | "
+                    f"{ratio(res, r, base):.2f} | {ratio(res, r, base, 'gflops_cpu'):.2f} |")
+    return "\n".join(rows)
+
+
+def plot(multi: dict, single: dict) -> Path | None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    IMG.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for ax, res, base, title in ((axes[0], multi, "scalapack", f"{multi.get('ranks')} ranks x 1 thread"),
+                                 (axes[1], single, "scipy", "1 rank x 1 thread")):
+        names = [r for r in ROUTINES if r in res and base in res[r]]
+        x = range(len(names))
+        ax.bar([i - 0.2 for i in x], [res[r]["dmath"]["gflops"] for r in names], 0.4, label="dmath")
+        ax.bar([i + 0.2 for i in x], [res[r][base]["gflops"] for r in names], 0.4, label=base)
+        ax.set_xticks(list(x), names)
+        ax.set_ylabel("GF/s (wall clock)")
+        ax.set_title(f"n={res.get('n')} float64, {title}")
+        ax.legend()
+    fig.tight_layout()
+    path = IMG / "solvers_cpu.png"
+    fig.savefig(path, dpi=110)
+    return path
+
+
+DOC = ROOT / "docs" / "performance.md"
+BEGIN, END = "<!-- benchmarks/solvers.py: begin -->", "<!-- benchmarks/solvers.py: end -->"
+
+
+def markdown(multi: dict, single: dict, load: str) -> str:
+    lines = [BEGIN, "## Dense solvers (benchmarks/solvers.py)", "",
+             f"`python benchmarks/solvers.py`: n={multi['n']} float64, block-cyclic nb={multi['nb']}, "
+             f"{multi['ranks']} ranks x 1 thread on a {multi['grid'][0]} x {multi['grid'][1]} grid, "
+             "next to ScaLAPACK 2.2 (Debian's Open MPI build, serial OpenBLAS 0.3.21) on the same local "
+             "pieces in the same job, calls interleaved, fastest of each. Ratio = dmath's speed / "
+             f"the baseline's. Load average during the run: {load}.", ""]
+    if any("scalapack" in multi.get(r, {}) for r in ROUTINES):
+        lines += [table(multi, "scalapack"), ""]
+    else:
+        lines += ["ScaLAPACK was not available (run `make bench-setup`).", ""]
+    lines += [f"One rank, 1 thread: dmath (torch's LAPACK on the whole matrix) next to scipy.linalg "
+              f"(OpenBLAS), n={single['n']}:", "", table(single, "scipy"), "",
+              "![solvers](img/solvers_cpu.png)", "", END]
+    return "\n".join(lines)
+
+
+def write_docs(text: str) -> None:
+    doc = DOC.read_text() if DOC.exists() else "# Performance\n"
+    if BEGIN in doc and END in doc:
+        doc = doc[:doc.index(BEGIN)] + text + doc[doc.index(END) + len(END):]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
+    DOC.write_text(doc)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-gpu", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, default=None)
+    ap.add_argument("--nb", type=int, default=128)
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--routines", default=",".join(ROUTINES))
+    ap.add_argument("--scalapack", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--no-doc", action="store_true")
+    ap.add_argument("--fetch-scalapack", action="store_true")
+    args = ap.parse_args()
+    if args.fetch_scalapack:
+        return fetch_scalapack()
+    if args.worker:
+        return worker(args)
+    if args.worker_gpu:
+        return worker_gpu(args)
+    OUT.mkdir(parents=True, exist_ok=True)
+    if args.gpu:
+        n = args.n or 8192
+        res = mpirun(1, ["--worker-gpu", "--n", str(n), "--repeats", str(args.repeats)])
+        print(f"GPU ({res['device']}), n={n} float64, 1 rank: dmath.linalg vs torch.linalg")
+        for r in ("cholesky", "lu", "qr", "solve"):
+            d, t = res[r]["dmath"]["seconds"], res[r]["torch"]["seconds"]
+            print(f"  {r:9s} dmath {d * 1e3:8.1f} ms  torch {t * 1e3:8.1f} ms  ratio {t / d:.2f}")
+        (OUT / "solvers_gpu.json").write_text(json.dumps(res, indent=1))
+        return
+    n = args.n or (2048 if args.quick else 4096)
+    reps = 1 if args.quick else args.repeats
+    common = ["--n", str(n), "--nb", str(args.nb), "--repeats", str(reps), "--routines", args.routines]
+    sca = have_scalapack()
+    if not sca:
+        print("ScaLAPACK not found (python benchmarks/solvers.py --fetch-scalapack): scipy only")
+    multi = mpirun(args.ranks, common + (["--scalapack"] if sca else []))
+    single = mpirun(1, common)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    (OUT / "solvers_cpu.json").write_text(json.dumps({"multi": multi, "single": single,
+                                                      "load": load}, indent=1))
+    print(f"n={n} float64 nb={args.nb}, {args.ranks} ranks x 1 thread (load {load})")
+    if sca:
+        print(table(multi, "scalapack"))
+    print("1 rank x 1 thread")
+    print(table(single, "scipy"))
+    if not args.no_doc:
+        plot(multi, single)
+        write_docs(markdown(multi, single, load))
+        print(f"wrote {DOC.relative_to(ROOT)} and docs/img/solvers_cpu.png")
+
+
+if __name__ == "__main__":
+    main()
