@@ -136,7 +136,9 @@ def bad_inputs(cases) -> None:
         mine = np.array(["x"]) if dmath.context().world.rank == 1 else good
         expect(TypeError, lambda: dmath.from_numpy(mine, root=None), "root=None, bad on rank 1",
                "dtype <U1")
-        cases.ok()
+        expect(TypeError, lambda: dmath.from_torch(list(good.flat) if RANK == 1 else None,
+                                                   root=1), "root=1 passes a list", "torch.Tensor")
+        cases.ok(2)
     z = dmath.zeros((np.int64(3), 2))
     assert z.shape == (3, 2)
 
