@@ -113,3 +113,19 @@ def test_shared_block_too_large_is_a_memory_error():
     t = shm.empty((1 << 18,), torch.float64)                # a normal one still works
     t.fill_(1.0)
     assert float(t.sum()) == 1 << 18
+
+
+def test_folders_of_killed_sessions_are_swept(tmp_path):
+    """A session killed before its exit handler ran leaves its shared-memory folder:
+    the next dmath process removes folders whose process is gone, and only those."""
+    from dmath.runtime.spawn import sweep_shm_dirs
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    gone = tmp_path / f"dmath-{dead}-abc"
+    alive = tmp_path / f"dmath-{os.getpid()}-xyz"
+    other = tmp_path / "dmath-notapid-1"
+    for d in (gone, alive, other):
+        d.mkdir()
+        (d / "sm_segment.x.0").write_bytes(b"x")
+    sweep_shm_dirs(str(tmp_path))
+    assert not gone.exists() and alive.exists() and other.exists()

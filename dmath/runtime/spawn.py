@@ -68,11 +68,34 @@ def before_mpi(workers: int | None) -> None:
         os.environ.setdefault("OMPI_MCA_btl_tcp_if_include", "lo")
         if os.environ.get("OMPI_MCA_btl") == "^tcp":      # dmath run's default for the ranks
             del os.environ["OMPI_MCA_btl"]                # of one job: spawning needs TCP
+    sweep_shm_dirs()
     if "OMPI_MCA_btl_sm_backing_directory" not in os.environ and os.path.isdir("/dev/shm"):
         d = tempfile.mkdtemp(prefix=f"dmath-{os.getpid()}-", dir="/dev/shm")
         _SHM_DIR.append(d)
         os.environ["OMPI_MCA_btl_sm_backing_directory"] = d
         atexit.register(remove_shm_dir)      # registered before MPI's: runs after Finalize
+
+
+def sweep_shm_dirs(root: str = "/dev/shm") -> None:
+    """Remove the shared-memory folders of sessions whose process is gone (killed,
+    so its exit handler never ran): ``dmath-<pid>-*`` of this user, pid not alive."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) < 3 or parts[0] != "dmath" or not parts[1].isdigit():
+            continue
+        path = os.path.join(root, name)
+        try:
+            if os.stat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def remove_shm_dir() -> None:
