@@ -149,13 +149,16 @@ for grid in GRIDS:
     for start, stop, step in [(2, n - 1, 1), (1, n, 3), (n - 1, None, -2)]:
         before = dmath.comm_stats.snapshot()
         B = A[start:stop:step]
-        sent = stats_delta(before)["bytes_sent"].get("alltoall", 0)
+        delta = stats_delta(before)
+        sent = delta["bytes_sent"].get("alltoall", 0)
         total = sum(world.allgather_obj(sent))
         idx = np.arange(n)[start:stop:step]
         src_owner = dim_map(n, grid.size, None).owner[idx]
         dst_owner = dim_map(len(idx), grid.size, None).owner
         moved = int(np.sum(src_owner != dst_owner)) * m * 8
         assert total == moved, (start, stop, step, total, moved)
+        # one all-to-all when anything moves, no collective at all otherwise
+        assert delta["calls"] == ({"alltoall": 1} if moved else {}), delta["calls"]
         assert B.layout == rows
         exact_piece(B, x[start:stop:step], "row slice")
     # a block-cyclic dim keeps its block size; an int drops a dim; None adds a replicated one
