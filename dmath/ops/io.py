@@ -489,7 +489,19 @@ def _check_tree(t, path: str, store, nodes: dict) -> None:
                          f"{shape}, dtype {meta['dtype']})")
     nodes[node] = {"kind": kind, "shape": shape, "dtype": meta["dtype"],
                    "layout": _layout_json(_layout_from_json(meta["layout"])),
-                   "grid": meta["grid"], "chunks": tuple(arr.chunks)}
+                   "grid": meta["grid"], "chunks": tuple(arr.chunks),
+                   "raw_separator": _raw_separator(arr.metadata.to_dict())}
+
+
+def _raw_separator(zmeta: dict) -> str | None:
+    """The chunk key separator if the chunks are plain little-endian bytes (the
+    ``bytes`` codec alone, default key encoding), which ``_read_raw`` reads
+    itself; None: zarr decodes them (compressed, other encodings)."""
+    codecs, enc = zmeta.get("codecs", []), zmeta.get("chunk_key_encoding", {})
+    if (len(codecs) != 1 or codecs[0].get("name") != "bytes" or enc.get("name") != "default"
+            or (codecs[0].get("configuration") or {}).get("endian", "little") != "little"):
+        return None
+    return (enc.get("configuration") or {}).get("separator", "/")
 
 
 def _target(key: str, meta: dict, layout, grid) -> Layout:
@@ -555,25 +567,73 @@ def read_layout(shape: tuple, layout: Layout, grid, chunks: tuple) -> Layout:
 
 def _read_piece(path: str, node: str, meta: dict, lay: Layout, grid) -> torch.Tensor:
     """This rank's piece of the array at ``node`` in layout ``lay`` (no partial axes)."""
-    zarr = _zarr()
     shape, t = meta["shape"], as_dtype(meta["dtype"])
     idx = global_indices(shape, lay, grid)
     if any(len(i) == 0 for i in idx):
         return torch.empty([len(i) for i in idx], dtype=t)
+    if meta["raw_separator"] is not None:
+        return _from_host(_read_raw(path, node, meta, idx), t)
+    zarr = _zarr()
     arr = zarr.open_array(zarr.storage.LocalStore(path, read_only=True), path=node, mode="r")
-    chunks = meta["chunks"]
-    blocks = [np.unique(i // c) for i, c in zip(idx, chunks)]
+    blocks = [np.unique(i // c) for i, c in zip(idx, meta["chunks"])]
     for coords in np.ndindex(*(len(b) for b in blocks)):
         key = arr.metadata.encode_chunk_key(tuple(int(b[j]) for b, j in zip(blocks, coords)))
         if not os.path.isfile(os.path.join(path, node, key)):
             raise ValueError(f"dmath.load: {path}/{node} lacks chunk {key} (an incomplete or "
                              "damaged checkpoint)")
-    if not shape:
-        data = np.asarray(arr[()])
-    else:
-        sel, basic = _selection(idx)
-        data = arr[sel] if basic else arr.get_orthogonal_selection(sel)
+    try:
+        if not shape:
+            data = np.asarray(arr[()])
+        else:
+            sel, basic = _selection(idx)
+            data = arr[sel] if basic else arr.get_orthogonal_selection(sel)
+    except Exception as e:  # noqa: BLE001 - a decoder's own error types
+        raise ValueError(f"dmath.load: {path}/{node}: chunks cannot be decoded (a damaged "
+                         f"checkpoint): {type(e).__name__}: {e}") from None
     return _from_host(np.asarray(data).reshape([len(i) for i in idx]), t)
+
+
+def _chunk_runs(i: np.ndarray, c: int) -> list[tuple[int, slice, Any]]:
+    """Sorted global indices ``i`` grouped by chunk (size ``c``): (chunk, positions in
+    the piece, positions in the chunk: a slice when consecutive)."""
+    k = i // c
+    cut = np.flatnonzero(np.diff(k)) + 1
+    runs = []
+    for a, b in zip(np.concatenate([[0], cut]), np.concatenate([cut, [len(i)]])):
+        inner = i[a:b] - k[a] * c
+        sel = slice(int(inner[0]), int(inner[-1]) + 1) if inner[-1] - inner[0] + 1 == b - a \
+            else inner
+        runs.append((int(k[a]), slice(int(a), int(b)), sel))
+    return runs
+
+
+def _read_raw(path: str, node: str, meta: dict, idx: list[np.ndarray]) -> np.ndarray:
+    """The elements at ``idx`` from uncompressed chunk files, read straight into the
+    piece (zarr v3's ``bytes`` codec: each chunk is its full chunk shape, C order,
+    little-endian; edge chunks padded)."""
+    chunks, sep = meta["chunks"], meta["raw_separator"]
+    dt = _stored_dtype(as_dtype(meta["dtype"])).newbyteorder("<")
+    out = np.empty([len(i) for i in idx], dt)
+    per_dim = [_chunk_runs(i, c) for i, c in zip(idx, chunks)]
+    want = math.prod(chunks)
+    for combo in (np.ndindex(*(len(r) for r in per_dim))):
+        runs = [r[j] for r, j in zip(per_dim, combo)]
+        key = sep.join(["c"] + [str(k) for k, _, _ in runs])
+        try:
+            block = np.fromfile(os.path.join(path, node, *key.split("/")), dtype=dt)
+        except FileNotFoundError:
+            raise ValueError(f"dmath.load: {path}/{node} lacks chunk {key} (an incomplete or "
+                             "damaged checkpoint)") from None
+        if block.size != want:
+            raise ValueError(f"dmath.load: {path}/{node}: chunk {key} holds {block.nbytes} "
+                             f"bytes, not {want * dt.itemsize} (a damaged checkpoint)")
+        block = block.reshape(chunks)
+        for d, (_, _, sel) in enumerate(runs):
+            if not isinstance(sel, slice):
+                block = np.take(block, sel, axis=d)
+        block = block[tuple(sel if isinstance(sel, slice) else slice(None) for _, _, sel in runs)]
+        out[tuple(pos for _, pos, _ in runs)] = block
+    return out
 
 
 class _Loader:
