@@ -23,10 +23,10 @@ Result layouts:
 Cost: a local reduction, then one all-reduce over the grid axes that shard
 the reduced dims (none when they are all local). ``max``/``min`` of floats
 send a NaN flag in the same all-reduce (MPI's MAX/MIN drop NaN);
-argmax/argmin: two (value and flag, then the first index); mean/var/std:
-var/std two (mean, then squared deviations). Partial-sum inputs: ``sum``
-and ``mean`` fold the partial axes into the same all-reduce; the others
-reduce the partial sums first.
+argmax/argmin: two (value and flag, then the first index); var/std: two
+(the mean, then the squared deviations); nanmean: two (sum and count).
+Partial-sum inputs: ``sum`` and ``mean`` fold the partial axes into the
+same all-reduce; the others reduce the partial sums first.
 """
 from __future__ import annotations
 
