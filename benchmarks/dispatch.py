@@ -181,7 +181,10 @@ def _latency(rows) -> str:
     ok = worst_spmd <= 15 and worst_cs <= 30
     return (f"`A + 1` on an 8x8 array: {'; '.join(parts)} — "
             f"{'within' if ok else 'above'} the targets (<= 15 us SPMD, <= 30 us client-server). "
-            "On 1 rank client-server mode has no servers, so it runs as SPMD.")
+            "On 1 rank client-server mode has no servers, so it runs as SPMD. While the load "
+            "average exceeds the cores, a waiting server naps between polls of its receive "
+            "(`dmath/runtime/channel.py`), so client-server figures then time the scheduler's "
+            "wake-ups rather than dmath; compare SPMD and the bare `command` across runs.")
 
 
 def _write_doc(rows, argv: list[str], load: str, stream: int, commands: int) -> None:
