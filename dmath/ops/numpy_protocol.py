@@ -21,8 +21,8 @@ scalars.
 
 ``__array_function__`` (``np.sum``, ``np.mean``, ``np.max``, ``np.reshape``,
 ``np.concatenate``, ``np.transpose``, ``np.dot``, ``np.where``,
-``np.linalg.norm``...): the dmath function of the same name (``amax`` ->
-``max``, ``dot`` -> ``matmul``...), looked up when called in ``dmath``
+``np.linalg.norm``...): the dmath function of the same name (else an alias:
+``amax`` -> ``max``, ``dot`` -> ``matmul``...), looked up when called in ``dmath``
 (numpy.linalg functions: ``dmath.linalg`` first). A function dmath lacks
 raises TypeError naming it ("numpy function np.fft.fft is not supported on
 DArray; use A.to_numpy() explicitly") instead of gathering silently.
@@ -133,11 +133,12 @@ def _transpose(a, axes=None):
     return a.permute(tuple(reversed(range(a.ndim))) if axes is None else tuple(axes))
 
 
-SPECIAL: dict[str, Callable] = {
-    "transpose": _transpose,
-    "shape": lambda a: a.shape, "ndim": lambda a: a.ndim, "size": lambda a, axis=None:
-        a.size if axis is None else a.shape[axis],
-}
+def _size(a, axis=None):
+    return a.size if axis is None else a.shape[axis]
+
+
+SPECIAL: dict[str, Callable] = {"transpose": _transpose, "shape": lambda a: a.shape,
+                                "ndim": lambda a: a.ndim, "size": _size}
 
 
 def array_function(func, types, args: tuple, kwargs: dict) -> Any:
@@ -146,10 +147,10 @@ def array_function(func, types, args: tuple, kwargs: dict) -> Any:
         return NotImplemented
     mod = getattr(func, "__module__", "") or ""
     name = getattr(func, "__name__", "")
-    name = FUNCTION_NAMES.get(name, name)
+    alias = FUNCTION_NAMES.get(name, name)          # dmath's own name first (dot, then matmul)
     dm = _dmath()
     if mod == "numpy":
-        fn = _find(name, dm) or SPECIAL.get(name)
+        fn = _find(name, dm) or _find(alias, dm) or SPECIAL.get(name)
     elif mod == "numpy.linalg":
         fn = _find(name, getattr(dm, "linalg", None), dm)
     else:
