@@ -15,6 +15,7 @@ call on rank 0 runs on every rank. Every in-place write bumps ``version``
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -81,10 +82,16 @@ class DArray:
 
     @command
     def touch(self) -> None:
-        """Record an in-place write: caches keyed on the version become stale."""
+        """Record an in-place write: caches keyed on the version become stale, also
+        those of the views sharing these pieces (``permute``, ``.T``), which see the
+        write (their other-layout copies fail ``LAYOUTS``' version check)."""
         self._version += 1
         self._host_cache = None
         caching.LAYOUTS.forget(self)
+        for view in getattr(self, "_views", None) or ():
+            if view is not self:
+                view._version += 1
+                view._host_cache = None
 
     @property
     def version(self) -> int:
@@ -187,8 +194,14 @@ class DArray:
         order = tuple(order[0]) if len(order) == 1 and not isinstance(order[0], int) else order
         if sorted(order) != list(range(self.ndim)):
             raise ValueError(f"permutation {order} does not fit a {self.ndim}-D array")
-        return DArray(self._local.permute(order), [self.shape[i] for i in order],
-                      self.layout.permute(order), self.grid)
+        out = DArray(self._local.permute(order), [self.shape[i] for i in order],
+                     self.layout.permute(order), self.grid)
+        views = getattr(self, "_views", None)      # arrays sharing these pieces
+        if views is None:
+            views = self._views = weakref.WeakSet((self,))
+        views.add(out)
+        out._views = views
+        return out
 
     @property
     def T(self) -> "DArray":
