@@ -147,6 +147,15 @@ for g, grid in enumerate(GRIDS):
     S = dmath.from_numpy(x, Layout(grid.names[0]))
     S += S.T
     exact_piece(S, x + x.T, "S += S.T")
+    # A view (.T) shares the pieces: it sees the write, its host copy is refreshed.
+    V = S.T
+    assert np.array_equal(V.to_numpy(), (x + x.T).T)
+    S -= 1
+    assert np.array_equal(V.to_numpy(), (x + x.T - 1).T), "stale view after S -= 1"
+    V *= 2
+    assert np.array_equal(S.to_numpy(), 2 * (x + x.T - 1)), "view write not seen by S"
+    S -= S.T       # restore S = x + x.T for the next check
+    S += x + x.T
     # out= writes in place into another array (its layout, dtype kept).
     O = dmath.zeros((5, 5), dtype="float32", layout=dmath.col_block())
     r = np.add(S, 1, out=O)
