@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from ..runtime import caching
+from ..runtime import caching, context
 from ..runtime import dispatch as _dispatch
 from ..runtime.dispatch import CommandTable, command
 from .dtypes import as_dtype, to_numpy_dtype
@@ -38,6 +38,19 @@ NUMPY_HOOKS: dict[str, Callable] = {}
 def _most_elements(shape, layout: Layout, grid) -> int:
     """Elements of the largest local piece of ``layout`` (equal on every rank)."""
     return math.prod(int(m.sizes.max()) for m in dim_maps(shape, layout, grid))
+
+
+def _host_cache_agreed() -> bool:
+    """Whether a host-copy cache hit here is a hit on every rank that runs this call.
+
+    Rank 0 driving a client-server session: yes (the servers only run the
+    fetch command, never this check). SPMD mode: yes (every rank makes the same
+    calls). Inside a command of a client-server session: no, rank 0's cache was
+    filled by its own calls and the servers' was not, so a hit would skip a
+    collective the servers enter."""
+    if _dispatch._client is not None:
+        return True
+    return _dispatch._session is None and context().mode != "client-server"
 
 
 def _op(name: str) -> Callable:
@@ -280,6 +293,8 @@ class DArray:
 
         bfloat16 arrives as float32 (numpy has no bfloat16). A second call on
         an unchanged array reuses the first call's copy."""
+        if not _host_cache_agreed():
+            return self._fetch_numpy(root)
         key = (self._version, root)
         if self._host_cache is not None and self._host_cache[0] == key:
             caching.HostCopies.hits += 1

@@ -39,6 +39,12 @@ def add_sum(xs, a):
     return dmath.add(a, float(sum(xs)))
 
 
+@dmath.command(sync=True)
+def host_sum(a):
+    """The sum of ``a``'s host copy, fetched on every rank inside a command."""
+    return a.to_numpy().sum()
+
+
 @register_handle_type
 class Saved:
     """What a forward op keeps for its backward: an object holding arrays."""
@@ -154,6 +160,9 @@ sent = dmath.comm_stats.total_sent
 X2 = A.to_numpy()
 ok(X2 is X and dispatch.session_stats()["commands"] == before, "to_numpy served from cache")
 ok(dmath.comm_stats.total_sent == sent, "no bytes moved")
+# ... but inside a command rank 0's cached copy is not used: the servers hold none, and a hit
+# on rank 0 alone would skip the gather they enter (it hung, or crashed in MPI)
+ok(host_sum(A) == X.sum(), "to_numpy() inside a command after a cached one")
 
 # -- other-layout copies: cached until the array changes ---------------------------------------
 R1 = A.redistribute(dmath.replicated())
