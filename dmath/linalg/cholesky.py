@@ -21,7 +21,8 @@ import torch
 
 from ..array import DArray
 from ..runtime.dispatch import command
-from ._bc import (BC, NotPositiveDefiniteError, block_size, check_matrix, one_rank, to_bc, whole)
+from ._bc import (BC, NotPositiveDefiniteError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
+                  whole)
 
 GROUP = 256     # trailing-update GEMMs cover at least this many local columns
 
@@ -79,7 +80,7 @@ def factor(M: BC) -> None:
             w = min(max(GROUP // nb, 1) * nb, a.shape[1] - j)
             rs = M.lrow(int(gc[j]))
             if rs < a.shape[0]:
-                a[rs:, j:j + w].addmm_(Lr[rs - lr1:], Lc[j - lc1: j - lc1 + w].mH, alpha=-1)
+                sub_gemm(a[rs:, j:j + w], Lr[rs - lr1:], Lc[j - lc1: j - lc1 + w].mH)
             j += w
 
 

@@ -23,8 +23,8 @@ import torch
 
 from ..array import DArray
 from ..runtime.dispatch import command
-from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, to_bc, vector_in,
-                  vector_out, whole)
+from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
+                  vector_in, vector_out, whole)
 
 
 def swaps_to_perm(piv: np.ndarray, m: int) -> np.ndarray:
@@ -77,7 +77,7 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
                 a[lr0:lr1, lc1:] = U
             M.col.bcast(U, rk)                                         # U12[*,c]
             if lr1 < a.shape[0]:
-                a[lr1:, lc1:].addmm_(P[lr1 - lr0:], U, alpha=-1)       # A22 -= L21 U12
+                sub_gemm(a[lr1:, lc1:], P[lr1 - lr0:], U)              # A22 -= L21 U12
     return pivots, info
 
 

@@ -29,7 +29,7 @@ import torch
 
 from ..array import DArray, Layout
 from ..runtime.dispatch import command
-from ._bc import BC, block_size, check_matrix, one_rank, to_bc, whole
+from ._bc import BC, block_size, check_matrix, one_rank, sub_gemm, to_bc, whole
 
 ALGORITHMS = ("auto", "householder", "tsqr")
 
@@ -52,7 +52,7 @@ def _apply(M: BC, C: torch.Tensor, V: torch.Tensor, T: torch.Tensor, adjoint: bo
     if C.shape[1] == 0:
         return
     W = M.col.allreduce(V.mH @ C) if M.pr > 1 else V.mH @ C          # W[*,c] := V^H C
-    C.addmm_(V, (T.mH if adjoint else T) @ W, alpha=-1)                # C -= V T^(H) W
+    sub_gemm(C, V, (T.mH if adjoint else T) @ W)                       # C -= V T^(H) W
 
 
 def factor(M: BC) -> list:

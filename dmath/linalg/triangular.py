@@ -21,7 +21,8 @@ import torch
 
 from ..array import DArray
 from ..runtime.dispatch import command
-from ._bc import BC, LinAlgError, block_size, check_matrix, one_rank, to_bc, vector_in, vector_out, whole
+from ._bc import (BC, LinAlgError, block_size, check_matrix, one_rank, sub_gemm, to_bc, vector_in,
+                  vector_out, whole)
 
 
 def solve_bc(M: BC, B: BC, lower: bool, unit: bool = False) -> None:
@@ -46,9 +47,9 @@ def solve_bc(M: BC, B: BC, lower: bool, unit: bool = False) -> None:
             b[lr0:lr1] = X
         M.col.bcast(X, rk)                                             # X_k[*,c]
         if lower and lr1 < b.shape[0]:
-            b[lr1:].addmm_(P[lr1 - r0:], X, alpha=-1)                  # B_below -= A_below X_k
+            sub_gemm(b[lr1:], P[lr1 - r0:], X)                          # B_below -= A_below X_k
         elif not lower and lr0 > 0:
-            b[:lr0].addmm_(P[:lr0], X, alpha=-1)                       # B_above -= A_above X_k
+            sub_gemm(b[:lr0], P[:lr0], X)                               # B_above -= A_above X_k
 
 
 def _check(a: DArray, b: DArray, what: str) -> None:
