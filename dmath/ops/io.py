@@ -132,7 +132,8 @@ def _encode(obj, path: str, key: str, leaves: list) -> dict:
                                 f"{type(k).__name__}; checkpoint keys must be str")
             sub = _child(path, k)
             if sub in names:
-                raise ValueError(f"dmath.save: keys at {key or 'the top'!r} collide as node {sub!r}")
+                raise ValueError(f"dmath.save: keys at {key or 'the top'!r} collide as "
+                                 f"node {sub!r}")
             names.add(sub)
             items.append([k, _encode(v, sub, _join(key, k), leaves)])
         return {"type": "dict", "items": items}
@@ -318,9 +319,9 @@ def _begin(path: str, overwrite: bool, tree: dict, arrays: list, hosts: list,
             meta = {"format": FORMAT, "kind": kind, "dtype": _dtype_name(value.dtype)
                     if kind == "tensor" else str(value.dtype)}
             host = _to_host(value) if kind == "tensor" else _contiguous(value)
-            arr = root.create_array(node, shape=host.shape, chunks=tuple(max(1, n) for n in host.shape),
-                                    dtype=host.dtype, fill_value=0, compressors=codecs,
-                                    attributes={"dmath": meta})
+            arr = root.create_array(node, shape=host.shape,
+                                    chunks=tuple(max(1, n) for n in host.shape), dtype=host.dtype,
+                                    fill_value=0, compressors=codecs, attributes={"dmath": meta})
             if host.size:
                 arr[...] = host
     except BaseException:
@@ -530,7 +531,8 @@ def _target(key: str, meta: dict, layout, grid) -> Layout:
     try:
         return choice.resolve(grid, ndim)
     except ValueError as e:
-        raise ValueError(f"dmath.load: {key or 'the array'!r} of shape {meta['shape']}: {e}") from None
+        raise ValueError(f"dmath.load: {key or 'the array'!r} of shape {meta['shape']}: "
+                         f"{e}") from None
 
 
 def read_layout(shape: tuple, layout: Layout, grid, chunks: tuple) -> Layout:
@@ -616,17 +618,31 @@ def _read_raw(path: str, node: str, meta: dict, idx: list[np.ndarray]) -> np.nda
     out = np.empty([len(i) for i in idx], dt)
     per_dim = [_chunk_runs(i, c) for i, c in zip(idx, chunks)]
     want = math.prod(chunks)
+    # Whole trailing dims in both the chunk and the piece: the rows wanted are one byte
+    # range of the file and one contiguous region of the piece, read in place.
+    rows_only = all(len(r) == 1 and isinstance(r[0][2], slice) and r[0][2] == slice(0, c)
+                    and c == len(i)
+                    for r, c, i in zip(per_dim[1:], chunks[1:], idx[1:]))
+    row_bytes = math.prod(chunks[1:]) * dt.itemsize
     for combo in (np.ndindex(*(len(r) for r in per_dim))):
         runs = [r[j] for r, j in zip(per_dim, combo)]
         key = sep.join(["c"] + [str(k) for k, _, _ in runs])
         try:
-            block = np.fromfile(os.path.join(path, node, *key.split("/")), dtype=dt)
+            with open(os.path.join(path, node, *key.split("/")), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size != want * dt.itemsize:
+                    raise ValueError(f"dmath.load: {path}/{node}: chunk {key} holds {size} "
+                                     f"bytes, not {want * dt.itemsize} (a damaged checkpoint)")
+                first = runs[0][2] if runs else None
+                if rows_only and idx and isinstance(first, slice):
+                    dest = out[runs[0][1]]
+                    f.seek(first.start * row_bytes)
+                    f.readinto(memoryview(dest.reshape(-1).view(np.uint8)))
+                    continue
+                block = np.fromfile(f, dtype=dt)
         except FileNotFoundError:
             raise ValueError(f"dmath.load: {path}/{node} lacks chunk {key} (an incomplete or "
                              "damaged checkpoint)") from None
-        if block.size != want:
-            raise ValueError(f"dmath.load: {path}/{node}: chunk {key} holds {block.nbytes} "
-                             f"bytes, not {want * dt.itemsize} (a damaged checkpoint)")
         block = block.reshape(chunks)
         for d, (_, _, sel) in enumerate(runs):
             if not isinstance(sel, slice):

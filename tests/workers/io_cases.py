@@ -58,8 +58,8 @@ def check_value(a, x: np.ndarray, what: str) -> None:
     full = a.redistribute(a.layout.without_partial()) if a.layout.partial else a
     want = torch.from_numpy(np.array(piece(x, full.layout, full.grid))).to(a.dtype)
     got = full.local.cpu()
-    assert got.shape == want.reshape(got.shape).shape and torch.equal(got, want.reshape(got.shape)), \
-        f"{what}: local piece\n{got}\n!= {want}"
+    want = want.reshape(got.shape)
+    assert torch.equal(got, want), f"{what}: local piece\n{got}\n!= {want}"
 
 
 def saved(k: int, *parts: str) -> str:

@@ -41,7 +41,8 @@ def expect(exc: type, fn, *words: str) -> None:
 
 for name, shape, dtype, x in specs(K):
     p = os.path.join(ROOT, f"saved{K}", name)
-    for layout in (None, dmath.replicated(), dmath.Layout(*[dmath.Dim("*", 2)] * min(1, len(shape)))):
+    cyclic = dmath.Layout(*[dmath.Dim("*", 2)] * min(1, len(shape)))   # dim 0 block-cyclic(2)
+    for layout in (None, dmath.replicated(), cyclic):
         a = dmath.load(p, layout=layout)
         assert a.shape == shape and a.dtype == getattr(torch, dtype), a
         assert np.array_equal(a.to_numpy(), host(x, dtype)), (name, layout)
