@@ -296,8 +296,36 @@ def markdown(multi: dict, single: dict, load: str) -> str:
         lines += ["ScaLAPACK was not available (run `make bench-setup`).", ""]
     lines += [f"One rank, 1 thread: dmath (torch's LAPACK on the whole matrix) next to scipy.linalg "
               f"(OpenBLAS), n={single['n']}:", "", table(single, "scipy"), "",
-              "![solvers](img/solvers_cpu.png)", "", END]
+              "![solvers](img/solvers_cpu.png)", "", *notes(multi), "", END]
     return "\n".join(lines)
+
+
+def notes(multi: dict) -> list[str]:
+    """How to read the tables, with this run's verdict on the targets."""
+    verdict = []
+    for r in ("cholesky", "lu"):
+        w, c = ratio(multi, r, "scalapack"), ratio(multi, r, "scalapack", "gflops_cpu")
+        if w is not None:
+            verdict.append(f"{r} {w:.2f}x wall / {c:.2f}x CPU time "
+                           f"({'met' if min(w, c) >= 0.8 else 'met in wall time only' if w >= 0.8 else 'not met'})")
+    return [
+        "Reading the figures. The 4 ranks share 2 cores (oversubscribed) on a machine other jobs "
+        "load too, so wall time mostly measures how each code waits on a time-sliced CPU: "
+        "ScaLAPACK's pdgetrf, which exchanges small pivot messages column by column, suffers most "
+        "(dmath's LU gathers each panel once and factors it with LAPACK, then swaps rows with one "
+        "all-to-all per panel). Process CPU time summed over the ranks is the work done, "
+        "spinning in MPI waits included. Target >= 0.8x ScaLAPACK for Cholesky and LU: "
+        + "; ".join(verdict) + ". Where dmath's Cholesky spends more CPU than pdpotrf: every rank "
+        "of a grid column gathers the whole L21 panel (ScaLAPACK sends each rank only the "
+        "transposed rows it needs), the panel TRSM runs through torch's MKL, and each panel costs "
+        "some Python. On one rank dmath calls torch's LAPACK, which is MKL: on this AMD EPYC MKL "
+        "takes a narrower code path than OpenBLAS (also its GEMM: ~0.85x by CPU time), hence the "
+        "1-rank ratios; the OpenBLAS-GEMM column only changes the blocked loops' trailing updates "
+        "(`DMATH_CPU_GEMM=blas` or a `dmath tune` profile that measured OpenBLAS faster).",
+        "",
+        "GPU (1 rank, `python benchmarks/solvers.py --gpu`, n=8192): dmath calls torch.linalg on "
+        "the whole matrix, so the ratio to torch.linalg should be ~1 (target >= 0.9); the figures "
+        "come from the lead's GPU session (`bash benchmarks/gpu_session.sh solvers`)."]
 
 
 def write_docs(text: str) -> None:
