@@ -29,7 +29,7 @@ def check(what: str, got, want, tol: float = 1e-12) -> None:
 t0 = time.perf_counter()
 A = dmath.random.normal((n, m), seed=42, layout=dmath.block_cyclic(64))
 X = A.to_numpy()                                          # the reference, on the host
-print(f"A: {A}")
+print(f"A = {A!r}")                                       # values fetched: the corners only
 
 print("redistribution (any layout to any layout):")
 for name, lay in [("row_block", dmath.row_block()), ("col_block", dmath.col_block()),
