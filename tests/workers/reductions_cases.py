@@ -150,7 +150,7 @@ for g, grid in enumerate(GRIDS):
             dt = dtype_of(name)
             lay = random_layout(rng, len(shape), grid, partial=dt == torch.float64)
             red_case(grid, values(shape, dt, False), dt, lay, False)
-            if dt.is_floating_point:
+            if name in ("float64", "float16"):         # NaN, inf, all-NaN slices
                 red_case(grid, values(shape, dt, True), dt, lay, True)
 
 # -- NaN / ties regression: the NaN on another rank than the winner ------------------------
