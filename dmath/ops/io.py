@@ -43,6 +43,7 @@ from ..array.distribution import dim_map
 from ..array.shards import is_primary
 from ..runtime import caching, context
 from ..runtime.dispatch import command
+from ..runtime.memory import host_empty
 from ._common import device, grid_or_default
 
 __all__ = ["FORMAT", "file_layout", "info", "load", "read_layout", "save"]
@@ -574,7 +575,7 @@ def _read_piece(path: str, node: str, meta: dict, lay: Layout, grid) -> torch.Te
     if any(len(i) == 0 for i in idx):
         return torch.empty([len(i) for i in idx], dtype=t)
     if meta["raw_separator"] is not None:
-        return _from_host(_read_raw(path, node, meta, idx), t)
+        return _read_raw(path, node, meta, idx, t)
     zarr = _zarr()
     arr = zarr.open_array(zarr.storage.LocalStore(path, read_only=True), path=node, mode="r")
     blocks = [np.unique(i // c) for i, c in zip(idx, meta["chunks"])]
@@ -609,15 +610,19 @@ def _chunk_runs(i: np.ndarray, c: int) -> list[tuple[int, slice, Any]]:
     return runs
 
 
-def _read_raw(path: str, node: str, meta: dict, idx: list[np.ndarray]) -> np.ndarray:
+def _read_raw(path: str, node: str, meta: dict, idx: list[np.ndarray],
+              t: torch.dtype) -> torch.Tensor:
     """The elements at ``idx`` from uncompressed chunk files, read straight into the
     piece (zarr v3's ``bytes`` codec: each chunk is its full chunk shape, C order,
-    little-endian; edge chunks padded)."""
+    little-endian; edge chunks padded). Piece and scratch come from the host pool
+    (no fresh pages to fault in on every load)."""
     chunks, sep = meta["chunks"], meta["raw_separator"]
-    dt = _stored_dtype(as_dtype(meta["dtype"])).newbyteorder("<")
-    out = np.empty([len(i) for i in idx], dt)
+    dt = _stored_dtype(t).newbyteorder("<")
+    piece = host_empty([len(i) for i in idx], t)
+    out = (piece.view(torch.int16) if t == torch.bfloat16 else piece).numpy().view(dt)
     per_dim = [_chunk_runs(i, c) for i, c in zip(idx, chunks)]
     want = math.prod(chunks)
+    scratch = None
     # Whole trailing dims in both the chunk and the piece: the rows wanted are one byte
     # range of the file and one contiguous region of the piece, read in place.
     rows_only = all(len(r) == 1 and isinstance(r[0][2], slice) and r[0][2] == slice(0, c)
@@ -639,7 +644,10 @@ def _read_raw(path: str, node: str, meta: dict, idx: list[np.ndarray]) -> np.nda
                     f.seek(first.start * row_bytes)
                     f.readinto(memoryview(dest.reshape(-1).view(np.uint8)))
                     continue
-                block = np.fromfile(f, dtype=dt)
+                if scratch is None:
+                    scratch = host_empty([want * dt.itemsize], torch.uint8).numpy()
+                f.readinto(memoryview(scratch))
+                block = scratch.view(dt)
         except FileNotFoundError:
             raise ValueError(f"dmath.load: {path}/{node} lacks chunk {key} (an incomplete or "
                              "damaged checkpoint)") from None
@@ -649,7 +657,7 @@ def _read_raw(path: str, node: str, meta: dict, idx: list[np.ndarray]) -> np.nda
                 block = np.take(block, sel, axis=d)
         block = block[tuple(sel if isinstance(sel, slice) else slice(None) for _, _, sel in runs)]
         out[tuple(pos for _, pos, _ in runs)] = block
-    return out
+    return piece
 
 
 class _Loader:
