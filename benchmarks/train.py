@@ -83,7 +83,7 @@ def worker_dmath(args) -> dict:
     import dmath
     from dmath import train
     dev = "cuda" if args.gpu else "cpu"
-    dmath.init(device=dev)
+    dmath.init(device=dev, **({"mode": args.mode} if args.mode else {}))
     ds = train.load_dataset(args.data, "train")
     ds.limit = args.limit
     test = train.load_dataset(args.data, "test")
@@ -198,12 +198,14 @@ def _parse(argv):
     ap.add_argument("--models", default="lenet,resnet")
     ap.add_argument("--ranks", default=None, help="CPU rank counts (default 2,4)")
     ap.add_argument("--epochs", type=int, default=None,
-                    help="epochs (default 3; on the CPU: 2, see CPU_SIZES)")
+                    help="epochs (default 5; on the CPU: 2, see CPU_SIZES)")
     ap.add_argument("--limit", type=int, default=None,
                     help="training images (default all; on the CPU: see CPU_SIZES)")
     ap.add_argument("--data", default="fashion-mnist")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--parallel", default="data")
+    ap.add_argument("--mode", default=None, choices=["client-server", "spmd"],
+                    help="dmath's mode (default: client-server under mpiexec)")
     ap.add_argument("--target", type=float, default=0.90, help="test accuracy to time")
     ap.add_argument("--no-doc", action="store_true")
     # worker options
@@ -223,6 +225,7 @@ def _launch(args, system: str, model: str, ranks: int, epochs: int, limit) -> di
         extra = ["--worker", "dmath" if system == "dmath" else "torch", "--model", model,
                  "--epochs", str(epochs), "--data", args.data, "--result", str(res),
                  "--precision", args.precision, "--parallel", args.parallel]
+        extra += ["--mode", args.mode] if args.mode else []
         extra += ["--limit", str(limit)] if limit else []
         extra += ["--gpu"] if args.gpu else []
         if system == "ddp":
@@ -274,7 +277,7 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()[0]
     for model in args.models.split(","):
         cpu = CPU_SIZES.get(model, {}) if not args.gpu else {}
-        epochs = args.epochs or cpu.get("epochs", 3)
+        epochs = args.epochs or cpu.get("epochs", 5)
         limit = args.limit or cpu.get("limit")
         for n in ranks:
             figs = {}

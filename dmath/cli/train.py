@@ -1,8 +1,8 @@
 """``dmath train``: train a small classifier end to end on N ranks.
 
     dmath data fetch fashion-mnist
-    dmath train --model lenet --data fashion-mnist --epochs 3 -n 2 --out runs/lenet
-    dmath train --resume runs/lenet --epochs 5            # continue to epoch 5
+    dmath train --model lenet --data fashion-mnist --epochs 5 -n 2 --out runs/lenet
+    dmath train --resume runs/lenet --epochs 8            # continue to epoch 8
 
 Writes under ``--out``: ``metrics.csv`` / ``metrics.json`` (per epoch; the
 JSON also every step's loss), ``train_loss.png`` / ``train_accuracy.png``,
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-DEFAULTS = {"model": "lenet", "data": "fashion-mnist", "epochs": 3, "parallel": "data",
+DEFAULTS = {"model": "lenet", "data": "fashion-mnist", "epochs": 5, "parallel": "data",
             "precision": "fp32", "batch_size": 128, "test_batch_size": 1000,
             "optimizer": "adamw", "lr": 2e-3, "momentum": 0.9, "weight_decay": 1e-4,
             "schedule": "cosine", "warmup": 0, "compress": "none", "accumulate": 1,
@@ -37,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--model", choices=["lenet", "vgg", "resnet"], default=S)
     ap.add_argument("--data", default=S, help="mnist, fashion-mnist, PATH.npz or a dir of IDX "
                                               "files (default fashion-mnist)")
-    ap.add_argument("--epochs", type=int, default=S, help="train until this epoch (default 3)")
+    ap.add_argument("--epochs", type=int, default=S, help="train until this epoch (default 5)")
     ap.add_argument("--parallel", choices=["auto", "data", "model", "spatial", "hybrid"],
                     default=S, help="layer layouts (default data)")
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default=S)

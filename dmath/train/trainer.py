@@ -20,7 +20,9 @@ trainer is made; the data order has its own seed (the loader's).
 Every array operation is a command, so the same code drives client-server
 mode (it runs on rank 0) and SPMD mode (every rank runs it). Losses are
 fetched to the host every ``log_every`` steps (one synchronisation for all
-of them); the loss log and accuracy counts are float64 sums. The progress
+of them); the loss and its gradient need no collective (``_loss_step``: each
+rank keeps its share of the loss sum and correct count, summed over ranks
+when read); the loss log and accuracy counts are float64 sums. The progress
 bar, metrics files, plots and checkpoints' host side happen on rank 0 only.
 
 Checkpoints (``out_dir/checkpoint``, written after every epoch, read by
@@ -41,13 +43,14 @@ import numpy as np
 import torch
 
 from ..array import DArray, Layout
-from ..nn import CrossEntropyLoss, GradReducer, LossScaler
+from ..array.shards import is_primary
+from ..nn import GradReducer, LossScaler, loss
 from ..nn._common import to_layout
 from ..nn.modules import Module
+from ..ops import full
 from ..ops import random as _random
-from ..ops import reductions
-from ..runtime import context
-from ..runtime.dispatch import command
+from ..runtime import context, world
+from ..runtime.dispatch import command, register_handle_type
 from . import checkpoint
 from .data import DataLoader
 from .optim import Optimizer
@@ -65,13 +68,40 @@ def _add_grads(acc: list, grads: list) -> None:
             a.touch()
 
 
+@register_handle_type
+class _Stats:
+    """This rank's share of a batch's [loss sum, correct count] (kept on each rank;
+    summed over ranks only when the host reads them: ``_reduce_stats``)."""
+
+    def __init__(self, t: torch.Tensor):
+        self.t = t
+
+
 @command
-def _correct(logits: DArray, target: DArray) -> DArray:
-    """Number of rows whose argmax is the target (0-d float64, replicated)."""
-    rows = Layout(target.layout.dims[0], None)
-    z = to_layout(logits, rows)
-    hit = (z.local.argmax(1) == target.local.to(z.local.device)).to(torch.float64)
-    return reductions.sum(DArray(hit, target.shape, target.layout, target.grid))
+def _loss_step(logits: DArray, target: DArray, dscale: float | None
+               ) -> tuple[DArray | None, _Stats]:
+    """Softmax cross-entropy of a batch without a collective (classes unsharded):
+    dlogits of ``dscale * mean loss`` (None: no backward) and the batch's stats."""
+    per, ctx = loss.softmax_cross_entropy_forward(logits, target, "none")
+    d = None
+    if dscale is not None:
+        n = max(1, per.shape[0])
+        ones = full(per.shape, dscale / n, dtype=torch.float64, layout=per.layout, grid=per.grid)
+        d = loss.softmax_cross_entropy_backward(ones, ctx)
+    z = to_layout(logits, Layout(per.layout.dims[0], None)).local
+    t = to_layout(target, per.layout).local.to(z.device)
+    mine = float(is_primary(per.layout, per.grid, per.grid.rank))    # count replicas once
+    st = torch.stack([per.local.double().sum(), (z.argmax(1) == t).double().sum()]) * mine
+    return d, _Stats(st)
+
+
+@command(sync=True)
+def _reduce_stats(stats: list) -> list:
+    """[[loss sum, correct], ...] summed over every rank: one all-reduce for all."""
+    if not stats:
+        return []
+    t = torch.stack([s.t for s in stats])
+    return world().allreduce(t.cpu(), "sum").tolist()
 
 
 @command
@@ -79,14 +109,6 @@ def _argmax_rows(logits: DArray) -> DArray:
     z = to_layout(logits, Layout(logits.layout.dims[0], None))
     lay = Layout(logits.layout.dims[0]).resolve(logits.grid, 1)
     return DArray(z.local.argmax(1), (logits.shape[0],), lay, logits.grid)
-
-
-@command(sync=True)
-def _values(arrays: list) -> list:
-    """Host floats of replicated 0-d arrays (one synchronisation for all)."""
-    if not arrays:
-        return []
-    return torch.stack([a.local.reshape(()).double() for a in arrays]).tolist()
 
 
 @command
@@ -121,7 +143,6 @@ class Trainer:
         self.scaler = LossScaler() if precision == "fp16" else None
         self.reducer = GradReducer(bucket_bytes=bucket_bytes, mode=reducer_mode,
                                    compress=compress)
-        self.crit = CrossEntropyLoss()
         self.log_every, self.progress = max(1, int(log_every)), progress
         self.epoch, self.step = 0, 0
         self.history: list[dict] = []        # one dict per epoch
@@ -129,24 +150,21 @@ class Trainer:
         self.skipped = 0                     # float16 steps skipped on overflow
 
     # -- one optimizer step --------------------------------------------------------------
-    def _micro(self, x: DArray, y: DArray, weight: float) -> tuple[DArray, DArray]:
+    def _micro(self, x: DArray, y: DArray, weight: float) -> _Stats:
         logits = self.model(x)
-        loss = self.crit(logits, y)
         scale = self.scaler.scale if self.scaler is not None else 1.0
-        self.model.backward(self.crit.backward(weight * scale), self.reducer, need_dx=False)
+        dlogits, st = _loss_step(logits, y, weight * scale)
+        self.model.backward(dlogits, self.reducer, need_dx=False)
         self.model.collect(self.reducer)
-        return loss, _correct(logits, y)
+        return st
 
-    def train_step(self, batches: list[tuple[DArray, DArray]]) -> tuple[list, list]:
-        """One optimizer step over ``batches`` (micro-batches); their loss and
-        correct-count arrays (not fetched)."""
+    def train_step(self, batches: list[tuple[DArray, DArray]]) -> list:
+        """One optimizer step over ``batches`` (micro-batches); their stats (not fetched)."""
         params = self.model.params()
-        acc, losses, hits = None, [], []
+        acc, stats = None, []
         n = sum(b[0].shape[0] for b in batches)
         for x, y in batches:
-            loss, hit = self._micro(x, y, x.shape[0] / n)
-            losses.append((loss, x.shape[0] / n))
-            hits.append(hit)
+            stats.append(self._micro(x, y, x.shape[0] / n))
             if len(batches) > 1:
                 if acc is None:
                     acc = [p.grad for p in params]
@@ -167,7 +185,7 @@ class Trainer:
         self.step += 1
         if self.schedule is not None and self.schedule_per == "step":
             self.schedule.step()
-        return losses, hits
+        return stats
 
     # -- loops ---------------------------------------------------------------------------
     def fit(self, train: DataLoader, epochs: int, *, val: DataLoader | None = None,
@@ -205,30 +223,28 @@ class Trainer:
             from tqdm import tqdm
             bar = tqdm(total=steps, desc=f"epoch {epoch + 1}/{epochs}", unit="step",
                        leave=True, dynamic_ncols=True)
-        pending, hits, tot_loss, tot_hit, seen = [], [], 0.0, 0.0, 0
+        pending, tot_loss, tot_hit, seen = [], 0.0, 0.0, 0
         i = 0
         for s in range(steps):
             batches = [loader.batch(i + k) for k in range(self.accumulate)]
             i += self.accumulate
-            losses, h = self.train_step(batches)
-            seen += sum(b[0].shape[0] for b in batches)
-            pending.append(losses)
-            hits += h
+            n = sum(b[0].shape[0] for b in batches)
+            seen += n
+            pending.append((self.train_step(batches), n))
             if len(pending) >= self.log_every or s == steps - 1:
-                flat = [lv for step in pending for lv, _ in step]
-                vals = _values(flat + hits)
+                vals = _reduce_stats([st for sts, _ in pending for st in sts])
                 k = 0
-                for step in pending:
-                    v = sum(w * vals[k + j] for j, (_, w) in enumerate(step))
-                    k += len(step)
+                for sts, n in pending:
+                    v = sum(vals[k + j][0] for j in range(len(sts))) / n   # the step's mean
+                    tot_hit += sum(vals[k + j][1] for j in range(len(sts)))
+                    k += len(sts)
                     self.step_losses.append(v)
                     tot_loss += v
-                tot_hit += sum(vals[len(flat):])
                 if bar is not None:
                     bar.update(len(pending))
                     bar.set_postfix(loss=f"{self.step_losses[-1]:.4f}",
                                     lr=f"{self.optimizer.lr:.3g}")
-                pending, hits = [], []
+                pending = []
         if bar is not None:
             bar.close()
         return tot_loss / max(1, steps), tot_hit / max(1, seen), seen
@@ -237,19 +253,15 @@ class Trainer:
         """Mean loss and accuracy over ``loader`` (evaluation mode; restores the mode)."""
         was = self.model.training
         self.model.eval()
-        losses, hits, sizes = [], [], []
+        stats, n = [], 0
         for x, y in loader:
-            logits = self.model(x)
-            losses.append(self.crit(logits, y))
-            hits.append(_correct(logits, y))
-            sizes.append(x.shape[0])
-            self.crit._ctx = None
+            stats.append(_loss_step(self.model(x), y, None)[1])
+            n += x.shape[0]
             _drop_contexts(self.model)
-        vals = _values(losses + hits)
-        n = sum(sizes)
+        vals = _reduce_stats(stats)
         self.model.train(was)
-        loss = sum(v * s for v, s in zip(vals[:len(losses)], sizes)) / max(1, n)
-        return {"loss": loss, "accuracy": sum(vals[len(losses):]) / max(1, n)}
+        return {"loss": sum(v[0] for v in vals) / max(1, n),
+                "accuracy": sum(v[1] for v in vals) / max(1, n)}
 
     def predict(self, loader: DataLoader) -> np.ndarray:
         """Predicted class of every sample, in the loader's order (host int64 array)."""
