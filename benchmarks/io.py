@@ -12,8 +12,9 @@ in the same run and interleaved with them, rank 0 alone doing ``np.save`` /
 ``np.load`` of the whole array (the same bytes, one ``.npy`` file) while the
 other ranks wait. Every run writes a new path (the previous one is removed
 outside the timing), so neither side pays for replacing a file. Each figure is
-the median over ``--repeat`` runs of the slowest rank's time (a barrier before
-and after each run); GB/s is the array's bytes over that time; the ratio is
+the fastest of ``--repeat`` runs (the one least disturbed by other jobs on a
+shared machine) of the slowest rank's time (a barrier before and after each
+run); GB/s is the array's bytes over that time; the ratio is
 numpy's time over dmath's (above 1: dmath is faster). Files go to ``--dir``
 (default: a temporary directory, removed at the end); nothing is synced to
 disk, so this is the page cache's bandwidth, as a checkpoint of a running
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -108,8 +108,8 @@ def _measure(dmath, args, folder: str) -> list[dict]:
             if rank == 0:
                 shutil.rmtree(p)
                 os.remove(f)
-        med = {k: statistics.median(v) for k, v in t.items()}
-        rows.append({"name": name, "into": _short(other), "gb": nbytes / 1e9, **med})
+        best = {k: min(v) for k, v in t.items()}
+        rows.append({"name": name, "into": _short(other), "gb": nbytes / 1e9, **best})
     return rows
 
 
@@ -146,11 +146,14 @@ def _section(args, rows, p: int, device: str, load: tuple) -> str:
         f"{args.dtype} ({rows[0]['gb'] * 1e3:.0f} MB), {device} arrays, zarr {zarr.__version__}, "
         f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}; load average at the start / "
         f"end {load[0]:.1f} / {load[1]:.1f}. Files on the local disk through the page cache "
-        "(nothing synced). Median of the slowest rank's time over the repeats; np = rank 0 "
+        "(nothing synced). Fastest of the repeats (the least disturbed by other jobs) of the "
+        "slowest rank's time; np = rank 0 "
         "alone with `np.save` / `np.load` of the whole array (the same bytes) in the same run, "
         "interleaved; np/dmath above 1 means dmath is faster. *load into*: the file read into "
         "another layout than it was saved from. Replicated arrays are written by every rank "
-        "(each a quarter: the chunking gives the copies' grid axes to dim 0).",
+        "(each a quarter: the chunking gives the copies' grid axes to dim 0)." +
+        (" The machine was busy with other jobs (load above its core count): read the ratios, "
+         "not the absolute figures." if load[0] > (os.cpu_count() or 1) else ""),
         "",
         _table(rows),
         END,
@@ -189,7 +192,7 @@ def main(argv=None) -> int:
         loads = (load, os.getloadavg()[0])
         device = "CUDA" if args.gpu else "CPU"
         print(f"{world.size} ranks on {dmath.default_grid()!r}, {args.n}x{args.n} {args.dtype}, "
-              f"{device}, median of {args.repeat}")
+              f"{device}, fastest of {args.repeat}")
         print(_table(rows))
         if not args.no_doc:
             _write_doc(_section(args, rows, world.size, device, loads))
