@@ -151,7 +151,12 @@ def _section(args, rows, p: int, device: str, load: tuple) -> str:
         "alone with `np.save` / `np.load` of the whole array (the same bytes) in the same run, "
         "interleaved; np/dmath above 1 means dmath is faster. *load into*: the file read into "
         "another layout than it was saved from. Replicated arrays are written by every rank "
-        "(each a quarter: the chunking gives the copies' grid axes to dim 0)." +
+        "(each a quarter: the chunking gives the copies' grid axes to dim 0). Reading the "
+        "figures: with fewer cores than ranks the ranks cannot write in parallel, so np/dmath "
+        "is dmath's overhead over one process (chunking, metadata, the atomic rename; for "
+        "block-cyclic(64) the redistribution to one 2048-block a rank before writing, and the "
+        "one back when loading); a replicated load reads the file once per rank (4x the "
+        "bytes)." +
         (" The machine was busy with other jobs (load above its core count): read the ratios, "
          "not the absolute figures." if load[0] > (os.cpu_count() or 1) else ""),
         "",
