@@ -5,7 +5,7 @@ spread of layouts (block-cyclic nb = 1, 2, 3, 8, 32, row/column/2-D blocks,
 replicated, an odd multi-axis one) on uneven sizes (37, 50, 65), float32 and
 float64: cholesky, lu (+ lu_solve), qr (Householder; TSQR on row blocks,
 rectangular both ways), solve_triangular / trsm, solve, cho_solve, lstsq,
-inv, det / slogdet, eigh, svd. Residuals are scaled as LAPACK's testers do,
+inv, det / slogdet, eigh, svd; complex128 for the factorizations and solves. Residuals are scaled as LAPACK's testers do,
 e.g. ||A - L L^T||_1 / (n eps ||A||_1) < 30; ill-conditioned matrices
 (cond 1e10) in float64. Errors (non-square, singular with LAPACK's info, not
 positive definite with the failing column, shape mismatch) are raised on
@@ -262,6 +262,29 @@ def run_errors(grid, lay, nb):
     return done + 3
 
 
+def run_complex(grid, lay, nb):
+    """complex128: the conjugate transposes of cholesky, qr, solve, cho_solve, det."""
+    n = 37
+    a = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    s = a @ a.conj().T + n * np.eye(n)
+    b = rng.standard_normal((n, 2)) + 1j * rng.standard_normal((n, 2))
+    A, S, B = (dmath.from_numpy(x, lay, grid=grid) for x in (a, s, b))
+    e = 2.2e-16 * n
+    L = dmath.linalg.cholesky(S, nb=nb)
+    l = L.to_numpy()
+    assert np.linalg.norm(s - l @ l.conj().T, 1) / np.linalg.norm(s, 1) < 30 * e
+    x = dmath.linalg.solve(A, B, nb=nb).to_numpy()
+    assert np.linalg.norm(a @ x - b, 1) / (np.linalg.norm(a, 1) * np.linalg.norm(x, 1)) < 30 * e
+    x = dmath.linalg.cho_solve((L, True), B).to_numpy()
+    assert np.linalg.norm(s @ x - b, 1) / (np.linalg.norm(s, 1) * np.linalg.norm(x, 1)) < 30 * e
+    Q, R = dmath.linalg.qr(A, nb=nb)
+    q, r = Q.to_numpy(), R.to_numpy()
+    assert np.linalg.norm(a - q @ r, 1) / np.linalg.norm(a, 1) < 30 * e
+    assert np.linalg.norm(q.conj().T @ q - np.eye(n), 1) < 30 * e
+    assert abs(dmath.linalg.det(A, nb=nb) / np.linalg.det(a) - 1) < 1e-10
+    return 6
+
+
 # -- the sweep -------------------------------------------------------------------------------
 NBS = (1, 2, 3, 8, 32)
 SIZES = (37, 50, 65)
@@ -287,4 +310,6 @@ for local_when_one in modes:
         C.ok(run_eig(grid, "bc8" if grid.ndim == 2 else "row", list(layouts(grid, 8).values())[0],
                      23, torch.float64))
         C.ok(run_errors(grid, list(layouts(grid, 3).values())[0], 3 if grid.ndim == 2 else None))
+        if grid.ndim == 2 and grid.shape == tuple(dmath.runtime.most_square(p)):
+            C.ok(run_complex(grid, dmath.block_cyclic(4), 4))
 C.report()
