@@ -1,4 +1,4 @@
-"""Ops layer: creation, random, elementwise, reductions."""
+"""Ops layer: creation, random, elementwise, reductions, io (save / load)."""
 from . import elementwise, random, reductions
 from .creation import (arange, empty, eye, from_local, from_numpy, from_scalapack,
                        from_torch, full, linspace,
