@@ -38,6 +38,7 @@ import numpy as np
 
 from ..array import DArray
 from ..array.darray import NUMPY_HOOKS
+from ..array.dtypes import to_numpy_dtype
 
 _ew = importlib.import_module("dmath.ops.elementwise")   # the module (the package's
                                                           # ``elementwise`` is the command)
@@ -89,7 +90,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
     if kwargs:
         raise TypeError(f"np.{ufunc.__name__} on DArray: unsupported arguments "
                         f"{sorted(kwargs)} (out= and dtype= are supported)")
-    inputs = _ew.host_operands(inputs)
+    inputs = _gufunc_operands(inputs) if ufunc.signature else _ew.host_operands(inputs)
     if out is not None:
         out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
         if not isinstance(out, DArray):
@@ -106,6 +107,14 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
                         "A.to_numpy() explicitly")
     result = fn(*inputs)
     return result if dtype is None else result.astype(dtype)
+
+
+def _gufunc_operands(inputs: tuple) -> tuple:
+    """Operands of a generalised ufunc (``np.matmul``: core dims do not broadcast
+    elementwise): numpy arrays become replicated DArrays on the first DArray's grid."""
+    grid = next(x.grid for x in inputs if isinstance(x, DArray))
+    return tuple(_dmath().from_numpy(np.ascontiguousarray(x), grid=grid)
+                 if isinstance(x, (np.ndarray, list, tuple)) else x for x in inputs)
 
 
 def _reduce(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Any:
@@ -137,8 +146,16 @@ def _size(a, axis=None):
     return a.size if axis is None else a.shape[axis]
 
 
+def _result_type(*xs):
+    """np.result_type with DArrays among its arguments: numpy's dtype, each DArray
+    counted as the dtype ``to_numpy`` gives it (bfloat16 as float32)."""
+    return np.result_type(*(to_numpy_dtype(x.dtype) if isinstance(x, DArray) else x
+                            for x in xs))
+
+
 SPECIAL: dict[str, Callable] = {"transpose": _transpose, "shape": lambda a: a.shape,
                                 "ndim": lambda a: a.ndim, "size": _size}
+NUMPY_FIRST: dict[str, Callable] = {"result_type": _result_type}   # numpy's answer type
 
 
 def array_function(func, types, args: tuple, kwargs: dict) -> Any:
@@ -150,7 +167,7 @@ def array_function(func, types, args: tuple, kwargs: dict) -> Any:
     alias = FUNCTION_NAMES.get(name, name)          # dmath's own name first (dot, then matmul)
     dm = _dmath()
     if mod == "numpy":
-        fn = _find(name, dm) or _find(alias, dm) or SPECIAL.get(name)
+        fn = NUMPY_FIRST.get(name) or _find(name, dm) or _find(alias, dm) or SPECIAL.get(name)
     elif mod == "numpy.linalg":
         fn = _find(name, getattr(dm, "linalg", None), dm)
     else:

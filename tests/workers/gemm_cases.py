@@ -232,12 +232,11 @@ with dmath.linalg.allow_tf32(True):
     A32 = A.astype("float32")
     check(A32 @ B.astype("float32"), a @ b, np.abs(a) @ np.abs(b), torch.float32, "tf32 on cpu")
 assert not dmath.linalg.tf32_enabled()
-try:
-    np.ones((2, 2)) @ dmath.ones((2, 2))
-except TypeError:
-    C.ok()
-else:
-    raise AssertionError("numpy @ DArray did not raise")
+# a numpy operand is distributed like the DArray it meets (numpy's protocol), not gathered
+P = np.arange(6.0).reshape(2, 3) @ dmath.ones((3, 4), layout=dmath.col_block())
+assert isinstance(P, dmath.DArray) and P.shape == (2, 4), repr(P)
+assert np.array_equal(P.to_numpy(), np.arange(6.0).reshape(2, 3) @ np.ones((3, 4)))
+C.ok()
 text = str(explain(A, B))
 assert "choice:" in text and all(a in text for a in ("replicate_a", "summa")), text
 C.ok()
