@@ -60,11 +60,12 @@ passed += 1
 A = dmath.random.normal((23, 10), seed=5, layout=dmath.block_cyclic(2))
 B = dmath.random.uniform((7,), seed=6, layout=dmath.row_block()).astype("bfloat16")
 P = os.path.join(ROOT, "cs", "ck")
-dmath.save(P, {"A": A, "opt": {"B": [B, 3]}, "step": 7})
+dmath.save(P, {"A": A, "AT": A.T, "opt": {"B": [B, 3]}, "step": 7})     # A.T: strided pieces
 got = dmath.load(P, layout={"A": dmath.element_cyclic()})
 assert got["step"] == 7 and got["opt"]["B"][1] == 3
 assert got["A"].layout == dmath.element_cyclic().resolve(got["A"].grid, 2)
 assert np.array_equal(got["A"].to_numpy(), A.to_numpy())
+assert np.array_equal(got["AT"].to_numpy(), A.to_numpy().T)
 assert got["opt"]["B"][0].dtype == torch.bfloat16
 assert np.array_equal(got["opt"]["B"][0].to_numpy(), B.to_numpy())
 passed += 1
