@@ -131,19 +131,29 @@ class BC:
         return torch.from_numpy(np.ascontiguousarray(idx, dtype=np.int64)).to(self.a.device)
 
     # -- moves ---------------------------------------------------------------------------
-    def gather_rows(self, t: torch.Tensor, g0: int, m: int | None = None) -> torch.Tensor:
-        """The rows >= g0 of a column panel, in global order, on every rank of this
-        grid column. ``t``: this rank's rows >= g0 (local order), any width."""
+    def gather_rows(self, t: torch.Tensor, g0: int, m: int | None = None,
+                    want: np.ndarray | None = None) -> torch.Tensor:
+        """Rows >= g0 of a column panel, in global order, on every rank of this grid
+        column; only the global rows ``want`` (sorted, >= g0) if given, in that order.
+        ``t``: this rank's rows >= g0 (local order), any width. Each rank sends only
+        the wanted rows it holds (one allgather-v down the grid column)."""
         m = self.m if m is None else m
         w = t.shape[1]
-        if self.pr == 1:
-            return t.contiguous()
         dm = dim_map(m, self.pr, self.nb)
         held = [dm.indices(r)[numroc(g0, self.nb, r, self.pr):] for r in range(self.pr)]
+        if want is not None:
+            held = [h[np.isin(h, want, assume_unique=True)] for h in held]
+            mine = held[self.myr]
+            if len(mine) != t.shape[0]:
+                lpos = (mine // (self.nb * self.pr)) * self.nb + mine % self.nb
+                t = t.index_select(0, self.index(lpos - self.lrow(g0)))
+        if self.pr == 1:
+            return t.contiguous()
         flat = self.col.allgatherv(t.contiguous(), [len(h) * w for h in held])
-        order = np.concatenate(held) - g0           # global row (- g0) of each gathered row
-        out = torch.empty((m - g0, w), dtype=t.dtype, device=t.device)
-        out[self.index(order)] = flat.view(len(order), w)
+        order = np.concatenate(held)
+        dest = order - g0 if want is None else np.searchsorted(want, order)
+        out = torch.empty((len(order), w), dtype=t.dtype, device=t.device)
+        out[self.index(dest)] = flat.view(len(order), w)
         return out
 
     def move_rows(self, t: torch.Tensor, dst: np.ndarray, src: np.ndarray) -> None:

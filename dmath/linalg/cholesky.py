@@ -6,7 +6,7 @@ rank (rk, ck)):
     L11           := potrf(A11)                 on (rk, ck); bcast down grid column ck
     L21[r,ck]     := A21 L11^-H                 trsm on grid column ck
     L21[r,*]      := bcast along grid rows      (rows of L21 this rank's rows need)
-    L21^H[*,c]    := allgather down grid columns (rows of L21 this rank's columns need)
+    L21^H[*,c]    := allgather down grid columns (only the rows of L21 this rank's columns need)
     A22[r,c]      -= L21[r,*] L21^H[*,c]        lower part only, one GEMM per local block column
 
 The failing column of a matrix that is not positive definite travels with
@@ -71,9 +71,7 @@ def factor(M: BC) -> None:
         if k + kb >= n:
             break
         Lr = P[:-1].view(mrest, kb)
-        Lall = M.gather_rows(Lr, k + kb)                              # L21 in global order
-        cols = gc[lc1:] - (k + kb)
-        Lc = Lall[M.index(cols)] if len(cols) else Lall[:0]           # L21^H[*,c] (as rows)
+        Lc = M.gather_rows(Lr, k + kb, want=gc[lc1:])                 # L21^H[*,c] (as rows)
         # A22[r,c] -= L21[r,*] L21^H[*,c], lower part: column groups start at their diagonal.
         j = lc1
         while j < a.shape[1]:
