@@ -145,8 +145,7 @@ class BC:
             held = [h[np.isin(h, want, assume_unique=True)] for h in held]
             mine = held[self.myr]
             if len(mine) != t.shape[0]:
-                lpos = (mine // (self.nb * self.pr)) * self.nb + mine % self.nb
-                t = t.index_select(0, self.index(lpos - self.lrow(g0)))
+                t = t.index_select(0, self.index(self.lpos_rows(mine) - self.lrow(g0)))
         if self.pr == 1:
             return t.contiguous()
         flat = self.col.allgatherv(t.contiguous(), [len(h) * w for h in held])
@@ -163,7 +162,6 @@ class BC:
         if not len(dst):
             return
         w = t.shape[1]
-        nbp = self.nb * self.pr
         sown, down = (src // self.nb) % self.pr, (dst // self.nb) % self.pr
         me = self.myr
         send_idx, send_counts, recv_idx, recv_counts = [], [], [], []
@@ -174,10 +172,8 @@ class BC:
             r = (sown == q) & (down == me)
             recv_idx.append(dst[r])
             recv_counts.append(int(r.sum()) * w)
-        send_rows = np.concatenate(send_idx)
-        send_rows = (send_rows // nbp) * self.nb + send_rows % self.nb
-        recv_rows = np.concatenate(recv_idx)
-        recv_rows = (recv_rows // nbp) * self.nb + recv_rows % self.nb
+        send_rows = self.lpos_rows(np.concatenate(send_idx))
+        recv_rows = self.lpos_rows(np.concatenate(recv_idx))
         send = t.index_select(0, self.index(send_rows))
         got = self.col.alltoallv(send, send_counts, recv_counts) if self.pr > 1 else send
         if len(recv_rows):
@@ -226,7 +222,8 @@ def _fresh(d: DArray, a: DArray) -> torch.Tensor:
     place leaves the input as it was."""
     t = d.local
     if (t.untyped_storage().data_ptr() == a.local.untyped_storage().data_ptr()
-            or _most_elements(d.shape, d.layout, d.grid) > _most_elements(a.shape, a.layout, a.grid)):
+            or _most_elements(d.shape, d.layout, d.grid)
+            > _most_elements(a.shape, a.layout, a.grid)):
         return t.clone(memory_format=torch.contiguous_format)
     return t.contiguous()
 

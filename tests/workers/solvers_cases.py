@@ -258,7 +258,7 @@ def run_errors(grid, lay, nb):
     L = dmath.linalg.cholesky(O, overwrite_a=True, nb=nb)
     assert np.allclose(host(L), np.linalg.cholesky(ok))
     if nb is not None and _bc.is_bc(O) == nb and p > 1:
-        assert np.allclose(host(O), np.linalg.cholesky(ok)), f"not factored in place {grid!r} {O.layout} {np.abs(host(O) - np.linalg.cholesky(ok)).max()}"
+        assert np.allclose(host(O), np.linalg.cholesky(ok)), f"not in place: {grid!r} {O.layout}"
     return done + 3
 
 
