@@ -58,7 +58,7 @@ __all__ += ["arccos", "arcsin", "arctan", "arctan2", "bitwise_and", "bitwise_or"
             "cosh", "exp2", "expm1", "floor_divide", "fmod", "hypot", "invert", "isinf", "log1p",
             "log2", "log10", "logical_xor", "positive", "reciprocal", "remainder", "result_type",
             "rint", "sinh", "tan", "trunc"]
-from .ops import (all, any, argsort, array, asarray, copy, cumsum, empty_like,  # noqa: A004
+from .ops import (all, any, argsort, asarray, copy, cumsum, empty_like,  # noqa: A004
                   full_like, nanargmax, nanargmin, nanmax, nanmean, nanmin, nansum, ones_like,
                   prod, sort, std, var)
 from .linalg import dot, tensordot, vdot

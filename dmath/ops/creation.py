@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..array import OPERATORS, DArray, Dim, Layout, as_dtype, global_indices, local_shape
+from ..array import FACTORY, OPERATORS, DArray, Dim, Layout, as_dtype, global_indices, local_shape
 from ..array.shards import is_summand_holder
 from ..runtime.comm import portable_error
 from ..runtime.dispatch import command
@@ -330,3 +330,6 @@ def array(obj, dtype=None, *, copy: bool = True, layout: Layout | None = None,
     """numpy's array: ``asarray``, but a DArray is copied unless ``copy=False``."""
     out = asarray(obj, dtype, layout=layout, grid=grid)
     return _copy(out) if copy and out is obj else out
+
+
+FACTORY["array"] = array           # dmath.array(...) calls the package: this function
