@@ -207,6 +207,7 @@ def _parse(argv):
     ap.add_argument("--mode", default=None, choices=["client-server", "spmd"],
                     help="dmath's mode (default: client-server under mpiexec)")
     ap.add_argument("--target", type=float, default=0.90, help="test accuracy to time")
+    ap.add_argument("--systems", default=None, help="subset of dmath,ddp,torch to run")
     ap.add_argument("--no-doc", action="store_true")
     # worker options
     ap.add_argument("--worker", choices=["dmath", "torch"], help=argparse.SUPPRESS)
@@ -273,6 +274,8 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
     ranks = [1] if args.gpu else [int(r) for r in (args.ranks or "2,4").split(",")]
     systems = ["dmath", "torch"] if args.gpu else ["dmath", "ddp", "torch"]
+    if args.systems:
+        systems = [s for s in systems if s in args.systems.split(",")]
     rows, runs = [], {}
     load0 = os.getloadavg()[0]
     for model in args.models.split(","):
@@ -322,8 +325,9 @@ def _table(rows, systems, args) -> str:
         for s in systems:
             f = figs[s]
             cells += [f"{f['ips']:.0f}", f"{100 * f['final']:.2f}%", _fmt_t(f["tta"])]
-        base = figs["torch" if args.gpu else "ddp"]
-        cells.append(f"{figs['dmath']['ips'] / base['ips']:.2f}x")
+        base = figs.get("torch" if args.gpu else "ddp")
+        cells.append(f"{figs['dmath']['ips'] / base['ips']:.2f}x"
+                     if base and "dmath" in figs else "-")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
