@@ -4,6 +4,7 @@
 #   bash benchmarks/gpu_session.sh bench   # GEMM, convolution and redistribution benchmarks on the GPU
 #   bash benchmarks/gpu_session.sh train   # benchmarks/train.py --gpu (Fashion-MNIST in data/)
 #   bash benchmarks/gpu_session.sh solvers  # dense solver tests on CUDA (1-4 ranks) and their GPU benchmark
+#   bash benchmarks/gpu_session.sh solvers|train|indexing|operators|io  # one area's tests and benchmark
 #   bash benchmarks/gpu_session.sh redistribute  # redistribution tests on CUDA; its benchmark on CUDA
 #                                          # and on CPU tensors with 4 and 8 ranks (a core each)
 #   bash benchmarks/gpu_session.sh indexing  # indexing / shape tests on CUDA (1-4 ranks), benchmarks/indexing.py --gpu
@@ -47,6 +48,10 @@ case "${1:-tests}" in
   indexing)
     timeout 400 python3 -m pytest -q -p no:cacheprovider tests/test_indexing.py tests/test_shape.py 2>&1 | tee "$OUT/gpu_indexing_tests.log" | tail -5
     timeout 180 python3 benchmarks/indexing.py --gpu --ranks 4 --no-doc 2>&1 | tee "$OUT/gpu_indexing.log" | tail -14
+    ;;
+  io)
+    timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_io.py 2>&1 | tee "$OUT/gpu_io_tests.log" | tail -5
+    timeout 120 python3 benchmarks/io.py --gpu --ranks 1 --no-doc 2>&1 | tee "$OUT/gpu_io.log" | tail -12
     ;;
   operators)
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_operators.py 2>&1 | tee "$OUT/gpu_operators_tests.log" | tail -5
