@@ -3,8 +3,7 @@
 #   bash benchmarks/gpu_session.sh tests   # the test suite on CUDA: 1 rank, and 2-4 ranks sharing the GPU (staged)
 #   bash benchmarks/gpu_session.sh bench   # GEMM, convolution and redistribution benchmarks on the GPU
 #   bash benchmarks/gpu_session.sh train   # benchmarks/train.py --gpu (Fashion-MNIST in data/)
-#   bash benchmarks/gpu_session.sh solvers  # dense solver tests on CUDA (1-4 ranks) and their GPU benchmark
-#   bash benchmarks/gpu_session.sh solvers|train|indexing|operators|io  # one area's tests and benchmark
+#   bash benchmarks/gpu_session.sh solvers|indexing|operators|io  # one area's tests on CUDA, its GPU benchmark
 #   bash benchmarks/gpu_session.sh redistribute  # redistribution tests on CUDA; its benchmark on CUDA
 #                                          # and on CPU tensors with 4 and 8 ranks (a core each)
 #   bash benchmarks/gpu_session.sh indexing  # indexing / shape tests on CUDA (1-4 ranks), benchmarks/indexing.py --gpu
