@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "performance.md"
+from _common import ROOT, relaunch, under_mpi, write_section
+
+GPU_ENV = {"DMATH_DEVICE": "cuda"}
 BEGIN, END = "<!-- benchmarks/indexing.py: begin -->", "<!-- benchmarks/indexing.py: end -->"
 
 
@@ -40,19 +39,6 @@ def _parse(argv):
     p.add_argument("--gpu", action="store_true", help="CUDA tensors (DMATH_DEVICE=cuda)")
     p.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md")
     return p.parse_args(argv)
-
-
-def _under_mpi() -> bool:
-    return any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
-
-
-def _launch(args, argv) -> int:
-    from dmath.cli.launch import launch_env, mpiexec_command
-    env = launch_env(args.ranks)
-    if args.gpu:
-        env["DMATH_DEVICE"] = "cuda"
-    cmd = mpiexec_command(args.ranks, [str(Path(__file__).resolve()), *argv])
-    return subprocess.run(cmd, env=env).returncode
 
 
 def _naive(dmath, A, fn, layout):
@@ -151,21 +137,11 @@ def _table(rows) -> list[str]:
     return out
 
 
-def _write_doc(section: str) -> None:
-    text = DOC.read_text()
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parse(argv)
-    if not _under_mpi():
-        return _launch(args, argv)
+    if not under_mpi():
+        return relaunch(__file__, args.ranks, argv, GPU_ENV if args.gpu else None)
     sys.path.insert(0, str(ROOT))
     import torch
 
@@ -187,7 +163,7 @@ def main(argv=None) -> int:
                 "*naive*: every rank gathers the operand (`redistribute(replicated())`), "
                 "indexes it locally and keeps its piece of the same result layout; "
                 "speed-up = naive / dmath (median of per-run ratios).", "", *lines, END])
-            _write_doc(section)
+            write_section(section, BEGIN, END)
     dmath.finalize()
     return 0
 

@@ -23,27 +23,16 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from _common import DOC, ROOT, relaunch, under_mpi, write_section
+
 PATH_VAR = "DMATH_HOST_ALLTOALL"
-DOC = ROOT / "docs" / "performance.md"
 BEGIN = "<!-- benchmarks/redistribute.py: begin -->"
 END = "<!-- benchmarks/redistribute.py: end -->"
-DOC_HEADER = """# Performance
-
-Figures measured by the scripts in `benchmarks/`; each script rewrites its own
-section (between its marker comments) and leaves the others alone. Every
-figure is a median over repeats, each repeat started after a barrier and timed
-on the slowest rank; raw MPI runs of the same bytes are taken in the same run,
-interleaved with the dmath calls, so the *ratios* are what to read: absolute
-numbers depend on the machine and on whatever else runs on it.
-"""
 
 
 def _parse(argv):
@@ -54,17 +43,6 @@ def _parse(argv):
     p.add_argument("--dtype", default="float64", help="float64, float32, bfloat16, float16")
     p.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md")
     return p.parse_args(argv)
-
-
-def _under_mpi() -> bool:
-    return any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
-                                         "MPI_LOCALNRANKS"))
-
-
-def _launch(args, argv) -> int:
-    from dmath.cli.launch import launch_env, mpiexec_command
-    cmd = mpiexec_command(args.ranks, [str(Path(__file__).resolve()), *argv])
-    return subprocess.run(cmd, env=launch_env(args.ranks)).returncode
 
 
 # -- what is measured -------------------------------------------------------------
@@ -233,22 +211,11 @@ def _section(args, rows, p, host) -> str:
     ])
 
 
-def _write_doc(section: str) -> None:
-    text = DOC.read_text() if DOC.exists() else DOC_HEADER
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(text)
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parse(argv)
-    if not _under_mpi():
-        return _launch(args, argv)
+    if not under_mpi():
+        return relaunch(__file__, args.ranks, argv)
     sys.path.insert(0, str(ROOT))
     import dmath
     dmath.init(mode="spmd")
@@ -262,7 +229,7 @@ def main(argv=None) -> int:
               f"median of {args.repeat}")
         print(_table(rows))
         if not args.no_doc:
-            _write_doc(_section(args, rows, grid.size, host))
+            write_section(_section(args, rows, grid.size, host), BEGIN, END)
             print(f"written to {DOC.relative_to(ROOT)}")
     return 0
 

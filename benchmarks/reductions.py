@@ -20,13 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "performance.md"
+from _common import DOC, ROOT, relaunch, under_mpi, write_section
+
 BEGIN = "<!-- benchmarks/reductions.py: begin -->"
 END = "<!-- benchmarks/reductions.py: end -->"
 
@@ -39,18 +37,6 @@ def _parse(argv):
     p.add_argument("--gpu", action="store_true", help="arrays on CUDA (one GPU per rank or shared)")
     p.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md")
     return p.parse_args(argv)
-
-
-def _under_mpi() -> bool:
-    return any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
-                                         "MPI_LOCALNRANKS"))
-
-
-def _launch(args, argv) -> int:
-    sys.path.insert(0, str(ROOT))
-    from dmath.cli.launch import launch_env, mpiexec_command
-    cmd = mpiexec_command(args.ranks, [str(Path(__file__).resolve()), *argv])
-    return subprocess.run(cmd, env=launch_env(args.ranks)).returncode
 
 
 def _cases(dmath, np, n: int):
@@ -133,21 +119,11 @@ def _section(args, rows, p: int, device: str, load: tuple) -> str:
     ])
 
 
-def _write_doc(section: str) -> None:
-    text = DOC.read_text()
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parse(argv)
-    if not _under_mpi():
-        return _launch(args, argv)
+    if not under_mpi():
+        return relaunch(__file__, args.ranks, argv)
     sys.path.insert(0, str(ROOT))
     import dmath
     dmath.init(mode="spmd", device="cuda" if args.gpu else "cpu")
@@ -160,7 +136,7 @@ def main(argv=None) -> int:
               f"median of {args.repeat}")
         print(_table(rows))
         if not args.no_doc:
-            _write_doc(_section(args, rows, world.size, device, (load, os.getloadavg()[0])))
+            write_section(_section(args, rows, world.size, device, (load, os.getloadavg()[0])), BEGIN, END)
             print(f"written to {DOC.relative_to(ROOT)}")
     return 0
 
