@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -218,13 +220,7 @@ def _write_doc(rows, argv: list[str], load: str, stream: int, commands: int) -> 
         "with the load: while other jobs kept 10-18 processes runnable on the 2 cores, the "
         "bare command still cost 5-8 us but a stream of small ops paid for every hand-over "
         "a scheduler delay (hundreds of us per op eager, less lazy).", END])
-    text = DOC.read_text() if DOC.exists() else "# Performance\n"
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
+    write_section(section, BEGIN, END)
 
 
 def main() -> None:

@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from _common import write_section
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT = HERE / "out"
@@ -329,12 +331,7 @@ def notes(multi: dict) -> list[str]:
 
 
 def write_docs(text: str) -> None:
-    doc = DOC.read_text() if DOC.exists() else "# Performance\n"
-    if BEGIN in doc and END in doc:
-        doc = doc[:doc.index(BEGIN)] + text + doc[doc.index(END) + len(END):]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    DOC.write_text(doc)
+    write_section(text, BEGIN, END)
 
 
 def main() -> None:
