@@ -351,10 +351,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.fetch_scalapack:
         return fetch_scalapack()
+    if args.worker_gpu:                   # mpirun passes --worker too
+        return worker_gpu(args)
     if args.worker:
         return worker(args)
-    if args.worker_gpu:
-        return worker_gpu(args)
     OUT.mkdir(parents=True, exist_ok=True)
     if args.gpu:
         n = args.n or 8192

@@ -192,8 +192,8 @@ for grid in grids(p):
                     rows = order[i * bs:(i + 1) * bs]
                     want = (imgs[rows][:, None].astype(np.float64) / 255 - 0.25) / 0.5
                     assert x.layout == lay.resolve(grid, 4) and x.shape == want.shape
-                    assert np.allclose(x.local.numpy(), piece(want, x.layout, grid), atol=1e-15)
-                    assert np.array_equal(y.local.numpy(), piece(labels[rows].astype(np.int64),
+                    assert np.allclose(x.local.cpu().numpy(), piece(want, x.layout, grid), atol=1e-15)
+                    assert np.array_equal(y.local.cpu().numpy(), piece(labels[rows].astype(np.int64),
                                                                  y.layout, grid))
         cases.ok()
 loader = train.DataLoader(ds, 5, drop_last=True)
