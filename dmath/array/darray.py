@@ -35,6 +35,10 @@ OPERATORS: dict[str, Callable] = CommandTable("dmath.operator")   # values becom
 NUMPY_HOOKS: dict[str, Callable] = {}
 
 
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.numel() > 0 and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
 def _most_elements(shape, layout: Layout, grid) -> int:
     """Elements of the largest local piece of ``layout`` (equal on every rank)."""
     return math.prod(int(m.sizes.max()) for m in dim_maps(shape, layout, grid))
@@ -189,7 +193,10 @@ class DArray:
             if hit is not None:
                 return hit
         out = DArray(execute(steps, self._local), self.shape, dst, grid)
+        if _same_storage(out._local, self._local):
+            self.view_as(out)       # e.g. a gather over one rank: writes must reach both
         if cached:
+            out._cached = True
             caching.LAYOUTS.put(self, (dst, grid), out, most * out._local.element_size())
         return out
 
@@ -207,11 +214,23 @@ class DArray:
         order = tuple(order[0]) if len(order) == 1 and not isinstance(order[0], int) else order
         if sorted(order) != list(range(self.ndim)):
             raise ValueError(f"permutation {order} does not fit a {self.ndim}-D array")
-        out = DArray(self._local.permute(order), [self.shape[i] for i in order],
-                     self.layout.permute(order), self.grid)
+        return self.view_as(DArray(self._local.permute(order), [self.shape[i] for i in order],
+                                   self.layout.permute(order), self.grid))
+
+    def view_as(self, out: "DArray") -> "DArray":
+        """Record that ``out``'s pieces are views of this array's (``permute``,
+        ``expand_dims``, ``squeeze``): a write into either bumps both versions,
+        so neither serves a stale cached copy. Returns ``out``."""
+        if out is self:
+            return out
         views = getattr(self, "_views", None)      # arrays sharing these pieces
         if views is None:
             views = self._views = weakref.WeakSet((self,))
+        theirs = getattr(out, "_views", None)
+        if theirs is not None and theirs is not views:
+            views.update(theirs)
+            for v in theirs:
+                v._views = views
         views.add(out)
         out._views = views
         return out
@@ -269,8 +288,10 @@ class DArray:
         if root is None:
             rep = full.redistribute(Layout())
             out = rep._local.cpu()
-            # A copy, never this array's own piece (writes must not reach the array).
-            return out.clone() if out.data_ptr() == self._local.data_ptr() else out
+            # A copy, never a piece another array holds (this one, a view of it, a
+            # cached copy): writes to the result must not reach them, nor theirs it.
+            held = rep is self or getattr(rep, "_views", None) or getattr(rep, "_cached", False)
+            return out.clone() if held and _same_storage(out, rep._local) else out
         grid, world = self.grid, self.grid.world
         mine = full._local if is_primary(full.layout, grid, grid.rank) else full._local.reshape(-1)[:0]
         counts = [math.prod(local_shape(self.shape, full.layout, grid, r))

@@ -210,7 +210,7 @@ def expand_dims(a: DArray, axis) -> DArray:
             dims.append(next(it))
             shape.append(next(its))
     local = a.local.reshape(local_shape(shape, Layout(*dims, partial=a.layout.partial), a.grid))
-    return DArray(local, shape, Layout(*dims, partial=a.layout.partial), a.grid)
+    return a.view_as(DArray(local, shape, Layout(*dims, partial=a.layout.partial), a.grid))
 
 
 @command
@@ -231,7 +231,7 @@ def squeeze(a: DArray, axis=None) -> DArray:
     keep = [k for k in range(a.ndim) if k not in axes]
     lay = Layout(*[a.layout.dims[k] for k in keep], partial=a.layout.partial)
     shape = [a.shape[k] for k in keep]
-    return DArray(a.local.reshape(local_shape(shape, lay, a.grid)), shape, lay, a.grid)
+    return a.view_as(DArray(a.local.reshape(local_shape(shape, lay, a.grid)), shape, lay, a.grid))
 
 
 # -- joining ----------------------------------------------------------------------------------

@@ -144,6 +144,34 @@ for grid in GRIDS:
             exact_piece(dmath.stack(same, axis=ax), np.stack([xs[0]] * 3, axis=ax), f"stack {ax}")
         C.ok()
 
+# -- writes through views: every array sharing the pieces sees them, no stale cache --------
+for grid in GRIDS:
+    dmath.set_default_grid(grid)
+    for trial in range(3):
+        shape = tuple(int(rng.integers(1, 2 * grid.size + 3)) for _ in range(2))
+        x = random_values(rng, shape, torch.float64)
+        A = make(rng, x, random_layout(rng, 2, grid, partial=False), grid, torch.float64)
+        R = A.redistribute(Layout(Dim(), Dim()))        # a cached replicated copy
+        A.to_numpy(), R.to_numpy()                      # host copies cached too
+        E = dmath.expand_dims(R, 0)
+        E[0, 0, 0] = 42.0
+        S = dmath.squeeze(E, 0)
+        S.T[-1, -1] = -3.0
+        E += 1.0
+        x0, x = x, x.copy()
+        x[0, 0], x[-1, -1] = 42.0, -3.0
+        x += 1.0
+        for arr, want in [(R, x), (E, x[None]), (S, x), (dmath.transpose(R), x.T)]:
+            assert np.array_equal(arr.to_numpy(), want), (arr.to_numpy(), want)
+        # the source keeps its value, or (a gather over one rank: R's pieces are A's)
+        # shows the writes; no stale cached copy either way
+        fresh = A.copy().to_numpy()
+        assert np.array_equal(fresh, x0) or np.array_equal(fresh, x)
+        assert np.array_equal(A.to_numpy(), fresh), (A.layout, grid, A.to_numpy(), fresh, x0, x)
+        assert np.array_equal(A.redistribute(Layout(Dim(), Dim())).to_numpy(), fresh)
+        assert R is A or A.redistribute(Layout(Dim(), Dim())) is not R
+        C.ok()
+
 # -- errors --------------------------------------------------------------------------------
 x = np.arange(12.0).reshape(3, 4)
 A = dmath.from_numpy(x, dmath.row_block())
