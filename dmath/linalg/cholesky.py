@@ -96,10 +96,11 @@ def cholesky(a: DArray, *, upper: bool = False, nb: int | None = None,
     check_matrix(a, "cholesky", square=True)
     if one_rank(a):
         L, info = torch.linalg.cholesky_ex(whole(a))
-        if int(info.item()):
-            raise _not_pd(int(info.item()) - 1)
-        if not bool(torch.isfinite(L).all()):
-            raise _not_pd(0)
+        # A NaN/inf in the lower triangle reaches its row's diagonal entry of L, so
+        # the diagonal (n elements, not n^2) tells; one host read for both checks.
+        bad, finite = torch.stack([info.to(L.real.dtype), torch.isfinite(L.diagonal()).all()]).tolist()
+        if bad or not finite:
+            raise _not_pd(int(bad) - 1 if bad else 0)
         L = L.mH.contiguous() if upper else L
         return DArray(L, a.shape, a.layout.without_partial(), a.grid)
     M = to_bc(a, block_size(a, nb), overwrite=overwrite_a)
