@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The lent-GPU session, in two parts (each well inside one 10-minute device call):
-#   bash benchmarks/gpu_session.sh tests   # the test suite on CUDA: 1 rank, and 2-4 ranks sharing the GPU (staged)
+#   bash benchmarks/gpu_session.sh tests   # the test suite on CUDA (4 pytest jobs at once): 1 rank,
+#                                          # and 2-4 ranks sharing the GPU (staged)
 #   bash benchmarks/gpu_session.sh bench   # GEMM, convolution and redistribution benchmarks on the GPU
 #   bash benchmarks/gpu_session.sh train   # benchmarks/train.py --gpu (Fashion-MNIST in data/)
 #   bash benchmarks/gpu_session.sh solvers|indexing|operators|io  # one area's tests on CUDA, its GPU benchmark
@@ -19,8 +20,20 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nvidia-smi -L
 python3 -c "import torch, mpi4py; print('torch', torch.__version__, 'mpi4py', mpi4py.__version__)"
 case "${1:-tests}" in
-  tests)
-    timeout 540 python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
+  tests)   # four pytest jobs side by side (the host has 16 cores; MPI ranks share the GPU)
+    groups=("test_nn.py test_layout.py test_docs.py test_exchange_parts.py test_products.py"
+            "test_redistribute.py test_train.py test_errors.py test_hardening.py"
+            "test_indexing.py test_shape.py test_reductions.py test_gemm.py test_solvers.py"
+            "test_operators.py test_ops.py test_io.py test_client_server.py test_exchange.py test_nn_strategy.py")
+    for i in "${!groups[@]}"; do
+      timeout 560 python3 -m pytest -q -p no:cacheprovider $(printf 'tests/%s ' ${groups[$i]}) \
+          > "$OUT/gpu_tests_$i.log" 2>&1 &
+    done
+    wait
+    ls tests/test_*.py | sed 's|tests/||' | sort > "$OUT/all.txt"
+    printf '%s\n' ${groups[@]} | sort > "$OUT/grouped.txt"
+    comm -23 "$OUT/all.txt" "$OUT/grouped.txt" | sed 's/^/NOT RUN: /'
+    tail -n 3 "$OUT"/gpu_tests_*.log
     ;;
   bench)
     timeout 200 python3 benchmarks/gemm.py --gpu --ranks 4 2>&1 | tee "$OUT/gpu_gemm.log" | tail -30
