@@ -2,21 +2,24 @@
 
 Gradients arrive already summed over ranks (``GradReducer`` / the layers'
 reductions) and lie in each master's layout, so every update is elementwise
-on the local pieces: one SPMD command per step, no communication. The state
-(momentum buffers, Adam moments) is a DArray per parameter in its master's
-layout, made on the first step. The formulas are torch.optim's
-(``_single_tensor_sgd`` / ``_single_tensor_adam``), so the same parameters
-and gradients give the same numbers:
+on the local pieces: one SPMD command per step, no communication, and the
+update of all the parameters together is a handful of multi-tensor kernels
+(``torch._foreach_*``), as torch.optim's ``foreach`` path does on CUDA. The
+state (momentum buffers, Adam moments) is a DArray per parameter in its
+master's layout, made on the first step. The formulas and the order of the
+operations are torch.optim's (``_multi_tensor_sgd`` / ``_multi_tensor_adam``),
+so the same parameters and gradients give the same numbers:
 
     SGD:   g += wd p;  b = g (first step) | mu b + (1 - damp) g;
            g = g + mu b (Nesterov) | b;  p -= lr g
-    Adam:  g += wd p (AdamW instead: p *= 1 - lr wd);  m = b1 m + (1 - b1) g;
+    Adam:  g += wd p (AdamW instead: p *= 1 - lr wd);  m = lerp(m, g, 1 - b1);
            v = b2 v + (1 - b2) g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)
 """
 from __future__ import annotations
 
-import math
 from typing import Iterable
+
+import torch
 
 from ..array import DArray
 from ..nn.modules import _adopt
@@ -30,46 +33,70 @@ def _zeros(masters: list) -> list:
     return [zeros_like(m) for m in masters]
 
 
+def _with_grads(masters: list, grads: list, *states) -> tuple:
+    """The local pieces of the parameters that have a gradient (and their states')."""
+    keep = [i for i, g in enumerate(grads) if g is not None]
+    return keep, ([masters[i].local for i in keep], [grads[i].local for i in keep],
+                  *[[s[i].local for i in keep] for s in states])
+
+
+def _touch(*arrays: list) -> None:
+    for group in arrays:
+        for a in group:
+            a.touch()
+
+
 @command
 def _sgd_update(masters: list, grads: list, bufs: list | None, lr: float, momentum: float,
                 dampening: float, nesterov: bool, weight_decay: float, first: list) -> None:
-    for i, (p, g) in enumerate(zip(masters, grads)):
-        if g is None:
-            continue
-        d = g.local
-        if weight_decay:
-            d = d.add(p.local, alpha=weight_decay)
-        if momentum:
-            b = bufs[i].local
-            if first[i]:
-                b.copy_(d)
-            else:
-                b.mul_(momentum).add_(d, alpha=1 - dampening)
-            bufs[i].touch()
-            d = d.add(b, alpha=momentum) if nesterov else b
-        p.local.add_(d, alpha=-lr)
-        p.touch()
+    """torch.optim.SGD's multi-tensor step (``_multi_tensor_sgd``): a few
+    ``torch._foreach_*`` kernels over all the parameters, not a few per parameter."""
+    keep, (ps, gs, *rest) = _with_grads(masters, grads, *([bufs] if momentum else []))
+    if not keep:
+        return
+    if weight_decay:
+        gs = torch._foreach_add(gs, ps, alpha=weight_decay)
+    if momentum:
+        bs = rest[0]
+        new = [i for i, k in enumerate(keep) if first[k]]
+        if len(new) == len(bs):
+            torch._foreach_copy_(bs, gs)
+        else:
+            for i in new:                          # torch: buf = grad.clone() on its first step
+                bs[i].copy_(gs[i])
+            old = [i for i, k in enumerate(keep) if not first[k]]
+            ob = [bs[i] for i in old]
+            torch._foreach_mul_(ob, momentum)
+            torch._foreach_add_(ob, [gs[i] for i in old], alpha=1 - dampening)
+        gs = torch._foreach_add(gs, bs, alpha=momentum) if nesterov else bs
+        _touch([bufs[k] for k in keep])
+    torch._foreach_add_(ps, gs, alpha=-lr)
+    _touch([masters[k] for k in keep])
 
 
 @command
 def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, betas: tuple,
                  eps: float, weight_decay: float, decoupled: bool, steps: list) -> None:
+    """torch.optim.Adam/AdamW's multi-tensor step (``_multi_tensor_adam``, not
+    capturable): eight ``torch._foreach_*`` kernels over all the parameters."""
     b1, b2 = betas
-    for p, g, m, v, t in zip(masters, grads, m1, m2, steps):
-        if g is None:
-            continue
-        c1, c2 = 1 - b1 ** t, math.sqrt(1 - b2 ** t)
-        d, w = g.local, p.local
-        if weight_decay and decoupled:
-            w.mul_(1 - lr * weight_decay)
-        elif weight_decay:
-            d = d.add(w, alpha=weight_decay)
-        m.local.mul_(b1).add_(d, alpha=1 - b1)
-        v.local.mul_(b2).addcmul_(d, d, value=1 - b2)
-        denom = (v.local.sqrt() / c2).add_(eps)
-        w.addcdiv_(m.local, denom, value=-lr / c1)
-        for a in (p, m, v):
-            a.touch()
+    keep, (ps, gs, ms, vs) = _with_grads(masters, grads, m1, m2)
+    if not keep:
+        return
+    if weight_decay and decoupled:
+        torch._foreach_mul_(ps, 1 - lr * weight_decay)
+    elif weight_decay:
+        gs = torch._foreach_add(gs, ps, alpha=weight_decay)
+    torch._foreach_lerp_(ms, gs, 1 - b1)
+    torch._foreach_mul_(vs, b2)
+    torch._foreach_addcmul_(vs, gs, gs, 1 - b2)
+    step_size = [-(lr / (1 - b1 ** steps[k])) for k in keep]
+    c2 = [(1 - b2 ** steps[k]) ** 0.5 for k in keep]
+    denom = torch._foreach_sqrt(vs)
+    torch._foreach_div_(denom, c2)
+    torch._foreach_add_(denom, eps)
+    torch._foreach_addcdiv_(ps, ms, denom, step_size)
+    _touch(*([a[k] for k in keep] for a in (masters, m1, m2)))
 
 
 class Optimizer:

@@ -71,6 +71,29 @@ for k, (name, kw) in enumerate(OPTS):
             close(q.master, r.detach().numpy(), f"{name} {kw} on {grid}")
         cases.ok()
 
+# float32, replicated: the very bits of torch.optim's multi-tensor (foreach) step, which
+# dmath's update follows operation for operation
+grid = grids(p)[0]
+for k, (name, kw) in enumerate(OPTS):
+    values = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
+    params = [Param(darray(v, Layout(), grid), f"p{i}") for i, v in enumerate(values)]
+    opt = train.OPTIMIZERS[name](params, **kw)
+    ref = [torch.tensor(v, requires_grad=True) for v in values]
+    topt = TORCH[name](ref, foreach=True, **kw)
+    for step in range(3):
+        for q, r in zip(params, ref):
+            g = rng.standard_normal(r.shape).astype(np.float32)
+            q.grad = darray(g, Layout(), grid)
+            r.grad = torch.tensor(g)
+        if step == 1:
+            params[2].grad = ref[2].grad = None
+        opt.step()
+        topt.step()
+        opt.zero_grad()
+    for q, r in zip(params, ref):
+        assert np.array_equal(q.master.to_numpy(), r.detach().numpy()), (name, kw)
+cases.ok()
+
 # optimizer state_dict round trip (a fresh optimizer continues identically)
 grid = grids(p)[0]
 values = [rng.standard_normal(s) for s in SHAPES]

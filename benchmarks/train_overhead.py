@@ -1,0 +1,176 @@
+"""Per-step host overhead of a training step: dmath ``Trainer`` vs plain torch.
+
+    python benchmarks/train_overhead.py                      # 1 rank, batch 8, CPU
+    python benchmarks/train_overhead.py --models lenet --batch 8 --steps 200
+    mpiexec -n 2 python benchmarks/train_overhead.py --commands   # client-server commands/step
+
+At a tiny batch on the CPU the kernels cost little, so the step time is the
+Python and dispatch overhead: the CPU proxy for a GPU step at batch 128,
+which is launch-bound. For each model it prints the median step time (µs)
+and, over one step, the torch ops launched (a ``TorchDispatchMode`` count:
+what would be kernel launches on a GPU), host syncs (``.item()`` /
+``float()`` / ``bool()`` of a tensor: ``aten._local_scalar_dense``) and
+tensors made from host data (``torch.from_numpy`` / ``torch.tensor`` /
+``new_tensor``: a host-to-device copy on a GPU, and a stream
+synchronisation when not pinned). Torch's step is benchmarks/train.py's:
+cross-entropy, ``zero_grad``, backward, AdamW, schedule step; "torch
+foreach" is the same with ``AdamW(foreach=True)``, the optimizer torch uses
+on CUDA (on the CPU its default is the per-parameter loop).
+
+``--commands`` (under mpiexec, client-server mode): the commands rank 0
+sends per dmath step.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from train import RECIPE, _cosine, torch_model  # noqa: E402
+
+
+class _Count(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket.__name__)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+class _HostData:
+    """Counts tensors made from host data while active."""
+
+    def __enter__(self):
+        self.n = 0
+        self._saved = (torch.from_numpy, torch.tensor, torch.Tensor.new_tensor)
+        fn, tt, nt = self._saved
+
+        def wrap(f):
+            def g(*a, **k):
+                self.n += 1
+                return f(*a, **k)
+            return g
+        torch.from_numpy, torch.tensor, torch.Tensor.new_tensor = wrap(fn), wrap(tt), wrap(nt)
+        return self
+
+    def __exit__(self, *exc):
+        torch.from_numpy, torch.tensor, torch.Tensor.new_tensor = self._saved
+
+
+def _measure(step, steps: int, warm: int = 5) -> dict:
+    for _ in range(warm):
+        step()
+    ts = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        ts.append(time.perf_counter() - t0)
+    with _Count() as c, _HostData() as h:
+        step()
+    ops = sum(c.ops.values())
+    return {"us": 1e6 * statistics.median(ts), "ops": ops,
+            "syncs": c.ops.get("_local_scalar_dense", 0), "host": h.n, "by_op": c.ops}
+
+
+def dmath_step(name: str, batch: int, nsteps: int):
+    from dmath import train
+    rng = np.random.default_rng(0)
+    n = batch * (nsteps + 16)
+    ds = train.Dataset(rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+                       rng.integers(0, 10, n).astype(np.int64), 1 / 255, 0.286, 0.353)
+    net, xl = train.build(name, ds.sample_shape, 10, parallel="data", batch=batch, seed=0)
+    loader = train.DataLoader(ds, batch, layout=xl, shuffle=True, seed=0, drop_last=True)
+    opt = train.AdamW(net.params(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"])
+    sched = train.WarmupCosine(opt, 0, 10 * len(loader))
+    tr = train.Trainer(net, opt, schedule=sched, schedule_per="step", progress=False)
+    it = [0]
+
+    def step():
+        tr.train_step([loader.batch(it[0] % len(loader))])
+        it[0] += 1
+    return step
+
+
+def torch_step(name: str, batch: int, foreach: bool | None):
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    model = torch_model(name)
+    xs = torch.randn(batch * 16, 1, 28, 28)
+    ys = torch.randint(0, 10, (batch * 16,))
+    perm = torch.randperm(len(xs))
+    opt = torch.optim.AdamW(model.parameters(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"],
+                            foreach=foreach)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _cosine(s, 10 ** 6))
+    it = [0]
+
+    def step():
+        s = it[0] % 16
+        it[0] += 1
+        idx = perm[s * batch:(s + 1) * batch]
+        loss = F.cross_entropy(model(xs[idx]), ys[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+    return step
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="lenet,resnet")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--top", type=int, default=0, help="also list the N most frequent ops")
+    ap.add_argument("--commands", action="store_true",
+                    help="client-server (under mpiexec): commands per dmath step")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    import dmath
+    if args.commands:
+        dmath.init(device="cpu", threads=args.threads)
+        from dmath.runtime.dispatch import session_stats
+        for name in args.models.split(","):
+            step = dmath_step(name, args.batch, 20)
+            for _ in range(3):
+                step()
+            c0 = session_stats()["commands"]
+            for _ in range(10):
+                step()
+            print(f"{name}: {(session_stats()['commands'] - c0) / 10:.1f} commands per step")
+        dmath.finalize()
+        return 0
+    dmath.init(device="cpu", mode="spmd", threads=args.threads)
+    print(f"CPU, 1 rank, batch {args.batch}, {torch.get_num_threads()} thread(s); median of "
+          f"{args.steps} steps")
+    print("| model | system | us/step | torch ops/step | host syncs | host->tensor |")
+    print("|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        runs = {"dmath": dmath_step(name, args.batch, args.steps + 10),
+                "torch": torch_step(name, args.batch, None),
+                "torch foreach": torch_step(name, args.batch, True)}
+        for sysname, step in runs.items():
+            r = _measure(step, args.steps)
+            print(f"| {name} | {sysname} | {r['us']:.0f} | {r['ops']} | {r['syncs']} | "
+                  f"{r['host']} |", flush=True)
+            if args.top:
+                print("   ", ", ".join(f"{k} {v}" for k, v in r["by_op"].most_common(args.top)))
+    dmath.finalize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
