@@ -47,9 +47,15 @@ GPU_DEFAULTS = {
 
 def path() -> Path:
     p = os.environ.get("DMATH_TUNE_FILE")
-    return Path(p) if p else Path.home() / ".cache" / "dmath" / "tune.json"
+    return Path(p) if p else _default_path(os.environ.get("HOME"))
 
 
+@lru_cache(maxsize=4)
+def _default_path(home: str | None) -> Path:
+    return Path.home() / ".cache" / "dmath" / "tune.json"
+
+
+@lru_cache(maxsize=1)
 def _cpu_model() -> str:
     try:
         for line in open("/proc/cpuinfo"):
@@ -63,8 +69,13 @@ def _cpu_model() -> str:
 def fingerprint(device: torch.device, threads: int | None = None) -> str:
     """Key of the configuration a profile was measured in."""
     threads = torch.get_num_threads() if threads is None else threads
+    return _fingerprint(device, threads, os.environ.get("OPENBLAS_CORETYPE", "auto"))
+
+
+@lru_cache(maxsize=64)
+def _fingerprint(device: torch.device, threads: int, blas: str) -> str:
+    """(cached: the GEMM kernel choice asks for it on every product)"""
     dev = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model()
-    blas = os.environ.get("OPENBLAS_CORETYPE", "auto")
     return (f"{platform.node()}|{dev}|torch {torch.__version__}|numpy {np.__version__}|"
             f"openblas {blas}|threads {threads}")
 
