@@ -10,13 +10,16 @@ same seed drops the same elements whatever the layout or rank count.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
 
 from ..array import DArray, Layout, global_indices
 from ..ops import random as _random
+from ..ops._common import device
 from ..runtime.dispatch import command, register_handle_type
 from ._common import finish_grad, full_sum, partial, same_grid, to_layout
 
@@ -64,13 +67,22 @@ def gelu_backward(dy: DArray, ctx: GeluCtx) -> DArray:
 
 
 # -- dropout ----------------------------------------------------------------------
+@lru_cache(maxsize=64)
+def _flat_index(shape: tuple, layout: Layout, grid, device: torch.device) -> torch.Tensor:
+    """Global flat indices of this rank's piece, on the device (cached: made once per
+    layer, not a host-to-device copy every step)."""
+    return _random._flat_index(global_indices(shape, layout, grid), shape).to(device)
+
+
 def dropout_mask(shape, layout: Layout, grid, p: float, seed: int | None,
                  dtype: torch.dtype) -> torch.Tensor:
     """This rank's piece of the global mask ``keep / (1 - p)``; an element is kept
     when the hash of (seed, its global flat index) is >= p."""
     key = _random._key(seed)
-    idx = _random._flat_index(global_indices(shape, layout, grid), tuple(shape))
-    keep = _random._uniform01(idx, key) >= p
+    idx = _flat_index(tuple(shape), layout, grid, device())
+    # uniform01 >= p, in integers: the 53 bits k of the hash, k * 2**-53 >= p  <=>
+    # k >= ceil(p * 2**53) (both sides exact in float64)
+    keep = _random._srl(_random._splitmix(idx ^ key), 11) >= math.ceil(p * 2.0 ** 53)
     return keep.to(dtype) * (1.0 / (1.0 - p))
 
 

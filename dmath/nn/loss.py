@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 
@@ -76,6 +77,13 @@ class CrossEntropyCtx:
     dtype: torch.dtype
 
 
+@lru_cache(maxsize=256)
+def _columns(shape: tuple, layout: Layout, grid, device: torch.device) -> torch.Tensor:
+    """Global class indices of this rank's logit columns, on the device (cached: no
+    host-to-device copy per batch)."""
+    return torch.from_numpy(global_indices(shape, layout, grid)[1]).to(device)
+
+
 def _acc(t: torch.dtype) -> torch.dtype:
     return torch.float64 if t == torch.float64 else torch.float32
 
@@ -104,7 +112,7 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
     if comm is not None:
         m = comm.allreduce(m, "max")
     e = torch.exp(x - m[:, None])
-    cols = torch.from_numpy(global_indices(logits.shape, logits.layout, grid)[1]).to(x.device)
+    cols = _columns(logits.shape, logits.layout, grid, x.device)
     hit = cols[None, :] == t[:, None]
     st = torch.stack([e.sum(1), torch.where(hit, x, torch.zeros_like(x)).sum(1)])
     if comm is not None:

@@ -40,7 +40,11 @@ def _splitmix(z: torch.Tensor) -> torch.Tensor:
 
 
 def _mix_int(x: int) -> int:
-    return int(_splitmix(torch.tensor([_signed(x)], dtype=torch.int64))[0])
+    """``_splitmix`` of one int64 in Python integers (no tensor: the key of a stream)."""
+    z = (x + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return _signed(z ^ (z >> 31))
 
 
 @command
