@@ -96,7 +96,10 @@ class Layout:
         raise AttributeError("Layout is immutable")
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Layout) and self.dims == other.dims and self.partial == other.partial
+        if self is other:
+            return True
+        return (isinstance(other, Layout) and self._hash == other._hash and self.dims == other.dims
+                and self.partial == other.partial)
 
     def __hash__(self) -> int:
         return self._hash

@@ -84,10 +84,15 @@ class Grid:
         return (self.shape, self.names, self.world.size)
 
     def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
         return isinstance(other, Grid) and self.key == other.key and self.world.mpi == other.world.mpi
 
     def __hash__(self) -> int:
-        return hash(self.key)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self._hash = hash(self.key)
+        return h
 
     def __repr__(self) -> str:
         return "Grid(" + " x ".join(f"{n}={s}" for n, s in zip(self.names, self.shape)) + ")"
