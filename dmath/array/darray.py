@@ -200,12 +200,15 @@ class DArray:
             caching.LAYOUTS.put(self, (dst, grid), out, most * out._local.element_size())
         return out
 
-    @command
     def astype(self, dtype) -> "DArray":
-        """Same layout, each local element cast to ``dtype`` (no communication)."""
+        """Same layout, each local element cast to ``dtype`` (no communication).
+
+        ``self`` when the dtype is already ``dtype``: then no command is sent."""
         t = as_dtype(dtype)
-        if t == self.dtype:
-            return self
+        return self if t == self.dtype else self._astype(t)
+
+    @command
+    def _astype(self, t: torch.dtype) -> "DArray":
         return DArray(self._local.to(t), self.shape, self.layout, self.grid)
 
     @command

@@ -110,6 +110,22 @@ class Module:
         queued on it. ``need_dx=False``: the caller needs no dx (layers may skip it)."""
         raise NotImplementedError
 
+    def _backward_grads(self, fn, reducer: GradReducer | None, dy: DArray,
+                        need_dx: bool) -> DArray | None:
+        """dx of ``fn(dy, self._ctx, reduce=, need_dx=)`` (a functional backward giving
+        (dx, dw, db)); dw and db reduced now (no reducer) or queued on ``reducer`` inside
+        the same command (one command a layer, not three)."""
+        ctx, self._ctx = self._ctx, None
+        if reducer is None:
+            dx, dw, db = fn(dy, ctx, reduce=True, need_dx=need_dx)
+            self._grad(self.w, dw, None)
+            self._grad(self.b, db, None)
+            return dx
+        dx, (self.w._ticket, tb) = _backward_queued(fn, dy, ctx, reducer, need_dx)
+        if self.b is not None:
+            self.b._ticket = tb
+        return dx
+
     def _grad(self, p: Param, g: DArray | None, reducer: GradReducer | None) -> None:
         """Reduce ``g`` now (no reducer) or queue it (collected by ``collect``)."""
         if g is None:
@@ -136,6 +152,14 @@ class Module:
 
     def _in(self, x: DArray) -> DArray:
         return x if self.compute_dtype is None else x.astype(self.compute_dtype)
+
+
+@command
+def _backward_queued(fn, dy: DArray, ctx, reducer: GradReducer, need_dx: bool) -> tuple:
+    """(dx, [index of dw, index of db or None]): ``fn``'s partial-sum weight gradients
+    queued on ``reducer`` (``Module._backward_grads``)."""
+    dx, *grads = fn(dy, ctx, reduce=False, need_dx=need_dx)
+    return dx, [None if g is None else reducer.add(g) for g in grads]
 
 
 @command
@@ -187,11 +211,7 @@ class Conv2d(Module):
         return y
 
     def backward(self, dy, reducer=None, need_dx=True):
-        dx, dw, db = conv.conv2d_backward(dy, self._ctx, reduce=reducer is None, need_dx=need_dx)
-        self._ctx = None
-        self._grad(self.w, dw, reducer)
-        self._grad(self.b, db, reducer)
-        return dx
+        return self._backward_grads(conv.conv2d_backward, reducer, dy, need_dx)
 
 
 class Linear(Module):
@@ -211,12 +231,7 @@ class Linear(Module):
         return y
 
     def backward(self, dy, reducer=None, need_dx=True):
-        dx, dw, db = linear.linear_backward(dy, self._ctx, reduce=reducer is None,
-                                            need_dx=need_dx)
-        self._ctx = None
-        self._grad(self.w, dw, reducer)
-        self._grad(self.b, db, reducer)
-        return dx
+        return self._backward_grads(linear.linear_backward, reducer, dy, need_dx)
 
 
 class BatchNorm2d(Module):
