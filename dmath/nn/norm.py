@@ -72,7 +72,7 @@ def _stats(x: torch.Tensor, comm, dims: list[int], count: int) -> tuple[torch.Te
     m2 = ((xa - _bcast(mean, xa.ndim)) ** 2).sum(dims) if n else xa.new_zeros(c)
     if comm is None:
         return mean, m2 / max(n, 1)
-    mine = torch.cat([xa.new_tensor([float(n)]), mean, m2])
+    mine = torch.cat([xa.new_full((1,), float(n)), mean, m2])     # no host-to-device copy
     allp = comm.allgatherv(mine, [2 * c + 1] * comm.size).view(comm.size, 2 * c + 1)
     counts, means, m2s = allp[:, :1], allp[:, 1:c + 1], allp[:, c + 1:]
     g_mean = (counts * means).sum(0) / max(count, 1)

@@ -67,13 +67,20 @@ def sgd_step(params: Iterable[Param], lr: float) -> None:
 
 @command(sync=True)
 def _unscale(params: list, scale: float) -> bool:
+    """grads *= 1/scale and the inf/NaN check in one multi-tensor kernel per device and
+    dtype (torch.amp's), then one read of the flag on the host per step."""
+    grads = [p.grad for p in params if p.grad is not None]
+    groups: dict = {}
+    for g in grads:
+        groups.setdefault((g.local.device, g.local.dtype), []).append(g.local)
     bad = 0.0
-    for p in params:
-        if p.grad is not None:
-            p.grad.local.mul_(1.0 / scale)
-            p.grad.touch()
-            if not bool(torch.isfinite(p.grad.local).all()):
-                bad = 1.0
+    for (dev, _), ts in groups.items():
+        found = torch.zeros(1, dtype=torch.float32, device=dev)
+        torch._amp_foreach_non_finite_check_and_unscale_(
+            ts, found, torch.full((1,), 1.0 / scale, dtype=torch.float32, device=dev))
+        bad = max(bad, float(found.item()))
+    for g in grads:
+        g.touch()
     flag = world().allreduce(torch.tensor([bad]), "max")
     return flag.item() == 0.0
 

@@ -301,6 +301,9 @@ class DataLoader:
         x = self.dataset.read(rows[g[0]], g[1:], self.dtype)
         gy = global_indices((b,), self.y_layout, self.grid)
         y = torch.from_numpy(np.asarray(self.dataset.y.array()[rows[gy[0]]]).astype(np.int64))
+        from ..ops._common import device
+        if device().type == "cuda":        # pinned: the copy to the GPU is truly asynchronous
+            x, y = x.pin_memory(), y.pin_memory()
         return x, y, b
 
     def _start(self, i: int) -> None:
