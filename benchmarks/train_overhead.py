@@ -6,8 +6,10 @@
 
 At a tiny batch on the CPU the kernels cost little, so the step time is the
 Python and dispatch overhead: the CPU proxy for a GPU step at batch 128,
-which is launch-bound. For each model it prints the median step time (µs)
-and, over one step, the torch ops launched (a ``TorchDispatchMode`` count:
+which is launch-bound. For each model it prints the median step time (µs),
+the part of it spent outside torch's ops (step time minus the time inside
+the ops, timed in a ``TorchDispatchMode``: Python, dmath's planning and
+dispatch) and, over one step, the torch ops launched (a ``TorchDispatchMode`` count:
 what would be kernel launches on a GPU), host syncs (``.item()`` /
 ``float()`` / ``bool()`` of a tensor: ``aten._local_scalar_dense``) and
 tensors made from host data (``torch.from_numpy`` / ``torch.tensor`` /
@@ -41,13 +43,19 @@ from train import RECIPE, _cosine, torch_model  # noqa: E402
 
 
 class _Count(TorchDispatchMode):
+    """Counts the torch ops run and the seconds spent inside them (the kernels)."""
+
     def __init__(self):
         super().__init__()
         self.ops = collections.Counter()
+        self.seconds = 0.0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops[str(func.overloadpacket.__name__)] += 1
-        return func(*args, **(kwargs or {}))
+        t0 = time.perf_counter()
+        out = func(*args, **(kwargs or {}))
+        self.seconds += time.perf_counter() - t0
+        return out
 
 
 class _HostData:
@@ -78,10 +86,14 @@ def _measure(step, steps: int, warm: int = 5) -> dict:
         t0 = time.perf_counter()
         step()
         ts.append(time.perf_counter() - t0)
-    with _Count() as c, _HostData() as h:
-        step()
+    kernel = []
+    for _ in range(max(5, steps // 5)):
+        with _Count() as c, _HostData() as h:
+            step()
+        kernel.append(c.seconds)
+    us = 1e6 * statistics.median(ts)
     ops = sum(c.ops.values())
-    return {"us": 1e6 * statistics.median(ts), "ops": ops,
+    return {"us": us, "host_us": us - 1e6 * statistics.median(kernel), "ops": ops,
             "syncs": c.ops.get("_local_scalar_dense", 0), "host": h.n, "by_op": c.ops}
 
 
@@ -142,29 +154,42 @@ def main(argv=None) -> int:
     import dmath
     if args.commands:
         dmath.init(device="cpu", threads=args.threads)
-        from dmath.runtime.dispatch import session_stats
+        from dmath.runtime import dispatch
+        names = collections.Counter()
+        call = dispatch.Client.call
+
+        def counted(self, spec, a, k):
+            names[spec.key.rpartition(":")[2]] += 1
+            return call(self, spec, a, k)
+        dispatch.Client.call = counted
         for name in args.models.split(","):
             step = dmath_step(name, args.batch, 20)
             for _ in range(3):
                 step()
-            c0 = session_stats()["commands"]
+            names.clear()
+            c0 = dispatch.session_stats()["commands"]
             for _ in range(10):
                 step()
-            print(f"{name}: {(session_stats()['commands'] - c0) / 10:.1f} commands per step")
+            print(f"{name}: {(dispatch.session_stats()['commands'] - c0) / 10:.1f} commands "
+                  "per step")
+            if args.top:
+                print("   ", ", ".join(f"{k} {v / 10:g}" for k, v in names.most_common(args.top)))
         dmath.finalize()
         return 0
     dmath.init(device="cpu", mode="spmd", threads=args.threads)
     print(f"CPU, 1 rank, batch {args.batch}, {torch.get_num_threads()} thread(s); median of "
           f"{args.steps} steps")
-    print("| model | system | us/step | torch ops/step | host syncs | host->tensor |")
-    print("|---|---|---|---|---|---|")
+    print("| model | system | us/step | us outside torch ops | torch ops/step | host syncs "
+          "| host->tensor |")
+    print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         runs = {"dmath": dmath_step(name, args.batch, args.steps + 10),
                 "torch": torch_step(name, args.batch, None),
                 "torch foreach": torch_step(name, args.batch, True)}
         for sysname, step in runs.items():
             r = _measure(step, args.steps)
-            print(f"| {name} | {sysname} | {r['us']:.0f} | {r['ops']} | {r['syncs']} | "
+            print(f"| {name} | {sysname} | {r['us']:.0f} | {r['host_us']:.0f} | {r['ops']} | "
+                  f"{r['syncs']} | "
                   f"{r['host']} |", flush=True)
             if args.top:
                 print("   ", ", ".join(f"{k} {v}" for k, v in r["by_op"].most_common(args.top)))
