@@ -102,29 +102,51 @@ class Module:
         return self.forward(x)
 
     def forward(self, x: DArray) -> DArray:
-        raise NotImplementedError
+        step = self._fstep()
+        if step is None:
+            raise NotImplementedError
+        return self._forward_step(step, x)
+
+    def _forward_step(self, step: tuple, x: DArray) -> DArray:
+        y, ctx = _run_step(step, x)
+        self._take(ctx)
+        return y
 
     def backward(self, dy: DArray, reducer: GradReducer | None = None,
                  need_dx: bool = True) -> DArray | None:
         """dL/dx for dy = dL/dy; parameter gradients reduced now (no ``reducer``) or
         queued on it. ``need_dx=False``: the caller needs no dx (layers may skip it)."""
-        raise NotImplementedError
+        step = self._bstep(reducer, need_dx)
+        if step is None:
+            raise NotImplementedError
+        return self._backward_step(step, dy)
 
-    def _backward_grads(self, fn, reducer: GradReducer | None, dy: DArray,
-                        need_dx: bool) -> DArray | None:
-        """dx of ``fn(dy, self._ctx, reduce=, need_dx=)`` (a functional backward giving
-        (dx, dw, db)); dw and db reduced now (no reducer) or queued on ``reducer`` inside
-        the same command (one command a layer, not three)."""
-        ctx, self._ctx = self._ctx, None
-        if reducer is None:
-            dx, dw, db = fn(dy, ctx, reduce=True, need_dx=need_dx)
-            self._grad(self.w, dw, None)
-            self._grad(self.b, db, None)
-            return dx
-        dx, (self.w._ticket, tb) = _backward_queued(fn, dy, ctx, reducer, need_dx)
-        if self.b is not None:
-            self.b._ticket = tb
+    def _backward_step(self, step: tuple, dy: DArray) -> DArray | None:
+        dx, out = _run_step(step, dy)
+        self._give(out)
         return dx
+
+    # A layer's forward / backward is a *step*: ``(fn, args, kwargs)``, run (inside one
+    # command, ``_run_step``) as ``fn(x, *args, **kwargs) -> (y, ctx)`` and
+    # ``fn(dy, *args, **kwargs) -> (dx, out)``, where fn calls the layer's functional ops.
+    # ``Sequential`` and ``Residual`` chain their children's steps into one, so a whole
+    # model's forward (backward) is one command in client-server mode, not one a layer.
+    def _fstep(self) -> tuple | None:
+        """This layer's forward step (None: it has none, or not yet)."""
+        return None
+
+    def _take(self, ctx) -> None:
+        """Keep what the forward step returned for the backward pass."""
+        self._ctx = ctx
+
+    def _bstep(self, reducer: GradReducer | None, need_dx: bool) -> tuple | None:
+        """This layer's backward step over the kept context (None: it has none)."""
+        return None
+
+    def _give(self, out) -> None:
+        """Take the backward step's ``out``: gradients (or reducer indices) of the
+        parameters; forget the forward's context."""
+        self._ctx = None
 
     def _grad(self, p: Param, g: DArray | None, reducer: GradReducer | None) -> None:
         """Reduce ``g`` now (no reducer) or queue it (collected by ``collect``)."""
@@ -152,14 +174,6 @@ class Module:
 
     def _in(self, x: DArray) -> DArray:
         return x if self.compute_dtype is None else x.astype(self.compute_dtype)
-
-
-@command
-def _backward_queued(fn, dy: DArray, ctx, reducer: GradReducer, need_dx: bool) -> tuple:
-    """(dx, [index of dw, index of db or None]): ``fn``'s partial-sum weight gradients
-    queued on ``reducer`` (``Module._backward_grads``)."""
-    dx, *grads = fn(dy, ctx, reduce=False, need_dx=need_dx)
-    return dx, [None if g is None else reducer.add(g) for g in grads]
 
 
 @command
@@ -204,14 +218,21 @@ class Conv2d(Module):
         return self.layout
 
     def forward(self, x):
-        lay = self._fix_layout(x)
-        b = None if self.b is None else self.b.compute(self.compute_dtype)
-        y, self._ctx = conv.conv2d_forward(self._in(x), self.w.compute(self.compute_dtype), b,
-                                           *self.args, layout=lay)
-        return y
+        self._fix_layout(x)
+        return super().forward(x)
 
-    def backward(self, dy, reducer=None, need_dx=True):
-        return self._backward_grads(conv.conv2d_backward, reducer, dy, need_dx)
+    def _fstep(self):
+        if not isinstance(self.layout, ConvLayout):
+            return None                       # "auto" / a name: fixed by the first forward
+        b = None if self.b is None else self.b.compute(self.compute_dtype)
+        return (_conv_forward, (self.w.compute(self.compute_dtype), b, self.args, self.layout,
+                                self.compute_dtype), {})
+
+    def _bstep(self, reducer, need_dx):
+        return _weights_bstep(conv.conv2d_backward, self._ctx, reducer, need_dx)
+
+    def _give(self, out):
+        _give_weights(self, out)
 
 
 class Linear(Module):
@@ -225,13 +246,15 @@ class Linear(Module):
                        "bias") if bias else None
         self._ctx = None
 
-    def forward(self, x):
+    def _fstep(self):
         b = None if self.b is None else self.b.compute(self.compute_dtype)
-        y, self._ctx = linear.linear_forward(self._in(x), self.w.compute(self.compute_dtype), b)
-        return y
+        return (_linear_forward, (self.w.compute(self.compute_dtype), b, self.compute_dtype), {})
 
-    def backward(self, dy, reducer=None, need_dx=True):
-        return self._backward_grads(linear.linear_backward, reducer, dy, need_dx)
+    def _bstep(self, reducer, need_dx):
+        return _weights_bstep(linear.linear_backward, self._ctx, reducer, need_dx)
+
+    def _give(self, out):
+        _give_weights(self, out)
 
 
 class BatchNorm2d(Module):
@@ -246,19 +269,20 @@ class BatchNorm2d(Module):
         self.running_var = ops.ones((c,), dtype=dtype, grid=grid)
         self.eps, self.momentum, self.training, self._ctx = eps, momentum, True, None
 
-    def forward(self, x):
-        y, self._ctx = norm.batch_norm_forward(
-            self._in(x), self.gamma.compute(self.compute_dtype),
-            self.beta.compute(self.compute_dtype), self.running_mean, self.running_var,
-            training=self.training, momentum=self.momentum, eps=self.eps)
-        return y
+    def _fstep(self):
+        return (_batch_norm_forward, (self.gamma.compute(self.compute_dtype),
+                                      self.beta.compute(self.compute_dtype), self.running_mean,
+                                      self.running_var, self.compute_dtype),
+                {"training": self.training, "momentum": self.momentum, "eps": self.eps})
 
-    def backward(self, dy, reducer=None, need_dx=True):
-        dx, dg, db = norm.batch_norm_backward(dy, self._ctx)   # already summed over ranks
+    def _bstep(self, reducer, need_dx):
+        return (_batch_norm_backward, (self._ctx,), {})
+
+    def _give(self, out):
         self._ctx = None
+        dg, db = out                            # already summed over ranks
         self.gamma.accept_grad(dg)
         self.beta.accept_grad(db)
-        return dx
 
 
 class _Stateless(Module):
@@ -267,13 +291,11 @@ class _Stateless(Module):
     def __init__(self, fwd, bwd, **kwargs):
         self._fwd, self._bwd, self._kw, self._ctx = fwd, bwd, kwargs, None
 
-    def forward(self, x):
-        y, self._ctx = self._fwd(x, **self._kw)
-        return y
+    def _fstep(self):
+        return (self._fwd, (), self._kw)
 
-    def backward(self, dy, reducer=None, need_dx=True):
-        dx, self._ctx = self._bwd(dy, self._ctx), None
-        return dx
+    def _bstep(self, reducer, need_dx):
+        return (_plain_backward, (self._bwd, self._ctx), {})
 
 
 def ReLU() -> Module:  # noqa: N802 - a layer constructor
@@ -305,13 +327,11 @@ class Dropout(Module):
     def __init__(self, p: float = 0.5):
         self.p, self.training, self._ctx = p, True, None
 
-    def forward(self, x):
-        y, self._ctx = activation.dropout_forward(x, self.p, training=self.training)
-        return y
+    def _fstep(self):
+        return (activation.dropout_forward, (self.p,), {"training": self.training})
 
-    def backward(self, dy, reducer=None, need_dx=True):
-        dx, self._ctx = activation.dropout_backward(dy, self._ctx), None
-        return dx
+    def _bstep(self, reducer, need_dx):
+        return (_plain_backward, (activation.dropout_backward, self._ctx), {})
 
 
 class Sequential(Module):
@@ -322,14 +342,37 @@ class Sequential(Module):
         return [(str(i), layer) for i, layer in enumerate(self.layers)]
 
     def forward(self, x):
-        for layer in self.layers:
+        step = self._fstep()
+        if step is not None:
+            return self._forward_step(step, x)    # one command for all the layers
+        for layer in self.layers:                 # e.g. a Conv2d's layout not fixed yet
             x = layer(x)
         return x
 
     def backward(self, dy, reducer=None, need_dx=True):
+        step = self._bstep(reducer, need_dx)
+        if step is not None:
+            return self._backward_step(step, dy)
         for i in reversed(range(len(self.layers))):
             dy = self.layers[i].backward(dy, reducer, need_dx or i > 0)
         return dy
+
+    def _fstep(self):
+        steps = [layer._fstep() for layer in self.layers]
+        return None if None in steps else (_chain, (steps,), {})
+
+    def _take(self, ctx):
+        for layer, c in zip(self.layers, ctx):
+            layer._take(c)
+
+    def _bstep(self, reducer, need_dx):
+        steps = [self.layers[i]._bstep(reducer, need_dx or i > 0)
+                 for i in reversed(range(len(self.layers)))]
+        return None if None in steps else (_chain, (steps,), {})
+
+    def _give(self, out):
+        for layer, o in zip(reversed(self.layers), out):
+            layer._give(o)
 
 
 class Residual(Module):
@@ -342,12 +385,113 @@ class Residual(Module):
         return [("body", self.body)]
 
     def forward(self, x):
+        step = self._fstep()
+        if step is not None:
+            return self._forward_step(step, x)
         y = self.body(x)
         self._x_layout = x.layout
         return _residual_add(y, x)
 
     def backward(self, dy, reducer=None, need_dx=True):
+        step = self._bstep(reducer, need_dx)
+        if step is not None:
+            return self._backward_step(step, dy)
         return _residual_backward(self.body.backward(dy, reducer), dy, self._x_layout)
+
+    def _fstep(self):
+        body = self.body._fstep()
+        return None if body is None else (_residual_forward, (body,), {})
+
+    def _take(self, ctx):
+        self._x_layout, body = ctx
+        self.body._take(body)
+
+    def _bstep(self, reducer, need_dx):
+        body = self.body._bstep(reducer, True)
+        return None if body is None else (_residual_step_backward, (body, self._x_layout), {})
+
+    def _give(self, out):
+        self.body._give(out)
+
+
+# -- steps: run inside one command (``_run_step``), they call the functional ops ---------------
+@command
+def _run_step(step: tuple, x: DArray) -> tuple:
+    """``fn(x, *args, **kwargs)`` of a layer's (or a chain's) step ``(fn, args, kwargs)``."""
+    fn, args, kwargs = step
+    return fn(x, *args, **kwargs)
+
+
+def _chain(x: DArray, steps: list) -> tuple:
+    """The steps one after the other: (last output, [each step's ctx / out])."""
+    outs = []
+    for fn, args, kwargs in steps:
+        x, o = fn(x, *args, **kwargs)
+        outs.append(o)
+    return x, outs
+
+
+def _cast(x: DArray, dtype) -> DArray:
+    return x if dtype is None else x.astype(dtype)
+
+
+def _conv_forward(x, w, b, args, layout, dtype):
+    return conv.conv2d_forward(_cast(x, dtype), w, b, *args, layout=layout)
+
+
+def _linear_forward(x, w, b, dtype):
+    return linear.linear_forward(_cast(x, dtype), w, b)
+
+
+def _batch_norm_forward(x, gamma, beta, running_mean, running_var, dtype, **kwargs):
+    return norm.batch_norm_forward(_cast(x, dtype), gamma, beta, running_mean, running_var,
+                                   **kwargs)
+
+
+def _batch_norm_backward(dy, ctx):
+    dx, dg, db = norm.batch_norm_backward(dy, ctx)
+    return dx, (dg, db)
+
+
+def _plain_backward(dy, fn, ctx):
+    return fn(dy, ctx), None
+
+
+def _weights_bstep(fn, ctx, reducer, need_dx) -> tuple:
+    return (_weights_backward, (fn, ctx, reducer, need_dx), {})
+
+
+def _weights_backward(dy, fn, ctx, reducer, need_dx):
+    """(dx, (dw, db)) of ``fn`` (conv / linear backward), dw and db reduced; with a
+    ``reducer``: (dx, [index of dw, index of db]) with the partial sums queued on it."""
+    if reducer is None:
+        dx, dw, db = fn(dy, ctx, reduce=True, need_dx=need_dx)
+        return dx, (dw, db)
+    dx, *grads = fn(dy, ctx, reduce=False, need_dx=need_dx)
+    return dx, [None if g is None else reducer.add(g) for g in grads]
+
+
+def _give_weights(layer, out) -> None:
+    layer._ctx = None
+    for p, o in zip((layer.w, layer.b), out):
+        if o is None or p is None:
+            continue
+        if isinstance(o, int):
+            p._ticket = o                       # queued on the reducer: ``collect``
+        else:
+            p.accept_grad(o)
+
+
+def _residual_forward(x, body):
+    fn, args, kwargs = body
+    y, ctx = fn(x, *args, **kwargs)
+    return _residual_add(y, x), (x.layout, ctx)
+
+
+def _residual_step_backward(dy, body, x_layout):
+    fn, args, kwargs = body
+    dx, out = fn(dy, *args, **kwargs)
+    return _residual_backward(dx, dy, x_layout), out
 
 
 @command
