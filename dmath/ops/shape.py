@@ -37,6 +37,7 @@ from ..array.gather import RowMajor, Side
 from ..runtime.dispatch import command
 from ._common import resolve_layout, same_grid
 from .creation import empty
+from .elementwise import result_type
 from .indexing import setitem
 
 
@@ -263,9 +264,7 @@ def concatenate(arrays: Sequence[DArray], axis: int | None = 0) -> DArray:
                                  f"axis must match exactly, but along dimension {k}, the array "
                                  f"at index 0 has size {first.shape[k]} and the array at index "
                                  f"{i} has size {x.shape[k]}")
-    dtype = first.dtype
-    for x in arrays[1:]:
-        dtype = torch.promote_types(dtype, x.dtype)
+    dtype = result_type(*arrays)          # numpy's promotion (int64 + float16: float64)
     shape = list(first.shape)
     shape[axis] = sum(x.shape[axis] for x in arrays)
     out = empty(shape, dtype=dtype, layout=first.layout.without_partial(), grid=first.grid)
