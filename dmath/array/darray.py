@@ -192,9 +192,15 @@ class DArray:
             hit = caching.LAYOUTS.get(self, (dst, grid))
             if hit is not None:
                 return hit
-        out = DArray(execute(steps, self._local), self.shape, dst, grid)
-        if _same_storage(out._local, self._local):
-            self.view_as(out)       # e.g. a gather over one rank: writes must reach both
+        local = execute(steps, self._local)
+        if _same_storage(local, self._local):
+            # A step that moved nothing here (a local slice, a gather over one rank)
+            # returned a view of the source. The result is a new array, never a view:
+            # a write through it would reach one replica of the source only, and
+            # ranks whose piece is empty share nothing, so a shared version bump
+            # would differ between ranks (caches then hit on some ranks only).
+            local = local.clone()
+        out = DArray(local, self.shape, dst, grid)
         if cached:
             out._cached = True
             caching.LAYOUTS.put(self, (dst, grid), out, most * out._local.element_size())
