@@ -94,7 +94,18 @@ class DArray:
         """Replace this rank's piece in place (same shape); bumps the version."""
         if t.shape != self._local.shape:
             raise ValueError(f"new local piece {tuple(t.shape)} != {tuple(self._local.shape)}")
-        self._local = t
+        views = getattr(self, "_views", None)
+        if views is not None and len(views) > 1 and t.numel():
+            # Views (permute, expand_dims, squeeze) share this piece: write into it so
+            # they see the new values (replacing it would cut them off).
+            if _same_storage(t, self._local):
+                t = t.clone()
+            try:
+                self._local.copy_(t)
+            except RuntimeError:          # a piece with self-overlapping strides
+                self._local = t
+        else:
+            self._local = t
         self.touch()
 
     @command

@@ -167,11 +167,11 @@ def argsort(a: DArray, axis: int | None = -1, kind: str | None = None) -> DArray
 
 
 def _sort_inplace(a: DArray, axis: int = -1, kind: str | None = None) -> None:
-    """ndarray.sort: ``a``'s pieces replaced by the sorted ones (same layout)."""
+    """ndarray.sort: ``a``'s pieces replaced by the sorted ones (same layout; a
+    partial-sum array keeps the sorted values in the summand of coordinate 0)."""
     s = sort(a, axis, kind)
     if s.layout != a.layout:          # partial input: the sorted array has no partial axes
-        raise ValueError(f"in-place sort of an array with partial sums ({a.layout}): "
-                         "redistribute it first")
+        s = s.redistribute(a.layout)
     a.set_local(s.local)
 
 
