@@ -218,7 +218,8 @@ class DArray:
         return out
 
     def astype(self, dtype) -> "DArray":
-        """Same layout, each local element cast to ``dtype`` (no communication).
+        """Same layout, each local element cast to ``dtype`` (no communication,
+        except that partial sums are reduced first: the result has no partial axes).
 
         ``self`` when the dtype is already ``dtype``: then no command is sent."""
         t = as_dtype(dtype)
@@ -226,7 +227,10 @@ class DArray:
 
     @command
     def _astype(self, t: torch.dtype) -> "DArray":
-        return DArray(self._local.to(t), self.shape, self.layout, self.grid)
+        # Partial sums are reduced first: a cast is not linear (bool summands 1 and 1
+        # are not bool(2); rounding each summand is not rounding the sum).
+        a = self.redistribute(self.layout.without_partial()) if self.layout.partial else self
+        return DArray(a._local.to(t), a.shape, a.layout, a.grid)
 
     @command
     def permute(self, *order: int) -> "DArray":
