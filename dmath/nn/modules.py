@@ -5,7 +5,10 @@
     dx = net.backward(dy, reducer=GradReducer()) # dw's reduced as they appear
     net.collect(reducer)                         # wait; grads land on Param.grad
 
-Each layer keeps only what its functional backward needs. ``compute_dtype``
+Each layer keeps only what its functional backward needs. A layer's forward
+and backward are *steps* over its functional ops; ``Sequential`` and
+``Residual`` chain their children's steps, so in client-server mode a whole
+model's forward (backward) is one command, not one a layer. ``compute_dtype``
 (bfloat16 / float16) runs a layer in half precision on float32 master
 weights (``precision``). A ``Conv2d`` with ``layout="auto"`` picks its
 ``ConvLayout`` on the first call and stores its weights in that layout.
