@@ -361,6 +361,22 @@ def _tensors(f: Callable) -> Callable:
     return g
 
 
+def _int_zero_safe(f: Callable) -> Callable:
+    """``f`` (//, %, fmod) with numpy's integer division by zero: 0, never torch's
+    ZeroDivisionError, which only the ranks holding a zero divisor would raise
+    (the others would go on to the next collective and wait for ever)."""
+    def g(a, b):
+        t = b if isinstance(b, torch.Tensor) else a
+        if t.dtype.is_floating_point or t.dtype.is_complex:
+            return f(a, b)
+        if not isinstance(b, torch.Tensor):
+            return f(a, b) if b != 0 else torch.zeros_like(a)
+        zero = b == 0
+        r = f(a, torch.where(zero, torch.ones_like(b), b))
+        return torch.where(zero, torch.zeros((), dtype=r.dtype, device=r.device), r)
+    return g
+
+
 def _scalar_arg(i: int) -> Callable:
     return lambda *xs: _is_scalar(xs[i])
 
@@ -371,9 +387,9 @@ multiply = _binary("multiply", operator.mul,
                    linear_when=lambda a, b: _is_scalar(a) or _is_scalar(b))
 divide = _binary("divide", operator.truediv, linear_when=_scalar_arg(1))
 power = _binary("power", operator.pow)
-floor_divide = _binary("floor_divide", operator.floordiv)
-remainder = _binary("remainder", operator.mod)
-fmod = _binary("fmod", _tensors(torch.fmod))
+floor_divide = _binary("floor_divide", _int_zero_safe(operator.floordiv))
+remainder = _binary("remainder", _int_zero_safe(operator.mod))
+fmod = _binary("fmod", _int_zero_safe(_tensors(torch.fmod)))
 maximum = _binary("maximum", _tensors(torch.maximum))
 minimum = _binary("minimum", _tensors(torch.minimum))
 arctan2 = _binary("arctan2", _tensors(torch.atan2))
