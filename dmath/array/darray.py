@@ -218,8 +218,9 @@ class DArray:
         return out
 
     def astype(self, dtype) -> "DArray":
-        """Same layout, each local element cast to ``dtype`` (no communication,
-        except that partial sums are reduced first: the result has no partial axes).
+        """Same layout, each local element cast to ``dtype`` (no communication;
+        partial sums cast to bool, or from a float to an integer type, are reduced
+        first: such a cast of each summand is not the cast of the sum).
 
         ``self`` when the dtype is already ``dtype``: then no command is sent."""
         t = as_dtype(dtype)
@@ -227,9 +228,14 @@ class DArray:
 
     @command
     def _astype(self, t: torch.dtype) -> "DArray":
-        # Partial sums are reduced first: a cast is not linear (bool summands 1 and 1
-        # are not bool(2); rounding each summand is not rounding the sum).
-        a = self.redistribute(self.layout.without_partial()) if self.layout.partial else self
+        # Partial sums stay partial where the cast is linear (to a float type, or
+        # integer to integer); to bool, or float to integer (truncation), the
+        # summands are reduced first: bool(1) + bool(1) is not bool(2).
+        a = self
+        if self.layout.partial and (t == torch.bool or (not (t.is_floating_point or t.is_complex)
+                                                        and (self.dtype.is_floating_point
+                                                             or self.dtype.is_complex))):
+            a = self.redistribute(self.layout.without_partial())
         return DArray(a._local.to(t), a.shape, a.layout, a.grid)
 
     @command
