@@ -217,14 +217,17 @@ class DArray:
             caching.LAYOUTS.put(self, (dst, grid), out, most * out._local.element_size())
         return out
 
-    def astype(self, dtype) -> "DArray":
+    def astype(self, dtype, copy: bool = True) -> "DArray":
         """Same layout, each local element cast to ``dtype`` (no communication;
         partial sums cast to bool, or from a float to an integer type, are reduced
         first: such a cast of each summand is not the cast of the sum).
 
-        ``self`` when the dtype is already ``dtype``: then no command is sent."""
+        A new array, as numpy's; ``copy=False``: ``self`` when the dtype is
+        already ``dtype`` (then no command is sent)."""
         t = as_dtype(dtype)
-        return self if t == self.dtype else self._astype(t)
+        if t == self.dtype:
+            return self.copy() if copy else self
+        return self._astype(t)
 
     @command
     def _astype(self, t: torch.dtype) -> "DArray":
@@ -385,7 +388,7 @@ class DArray:
 
     def __array__(self, dtype=None, copy=None):
         a = self.to_numpy()
-        return a if dtype is None else a.astype(dtype)
+        return a if dtype is None else a.astype(dtype, copy=False)
 
     def item(self):
         """The value of a 1-element array as a Python scalar (on every rank)."""

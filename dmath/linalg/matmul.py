@@ -185,7 +185,7 @@ def problem(A, B, out_layout=None, out_dtype=None) -> tuple[cost.Problem, DArray
     prob = _problem_of(A, B, out_layout, out_dtype)
     A2, va = _as_matrix(A, "left", "A")
     B2, vb = _as_matrix(B, "right", "B")
-    return prob, A2.astype(prob.in_dtype), B2.astype(prob.in_dtype), (va, vb)
+    return prob, A2.astype(prob.in_dtype, copy=False), B2.astype(prob.in_dtype, copy=False), (va, vb)
 
 
 def _finish_vector(C: DArray, va: bool, vb: bool) -> DArray:
@@ -232,8 +232,8 @@ def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: st
     kwargs = plan.choice.params.get("c") and {"c": plan.choice.params["c"]} or {}
     C = VARIANTS[name].run(A2, B2, prob, name, **kwargs)
     if not C.layout.partial:
-        C = C.astype(prob.out_dtype)
-    C = C.redistribute(prob.out_layout, prob.grid).astype(prob.out_dtype)
+        C = C.astype(prob.out_dtype, copy=False)
+    C = C.redistribute(prob.out_layout, prob.grid).astype(prob.out_dtype, copy=False)
     return _finish_vector(C, va, vb)
 
 

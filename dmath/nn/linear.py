@@ -88,7 +88,7 @@ def linear_backward(dy: DArray, ctx: LinearCtx, *, reduce: bool = True,
                     need_dx: bool = True) -> tuple[DArray | None, DArray, DArray | None]:
     """(dx, dw, db); dx in x's layout (None if not ``need_dx``), dw/db in w's/b's
     (or partial: ``reduce=False``)."""
-    dy = to_layout(dy, ctx.y_layout).astype(ctx.w.dtype)
+    dy = to_layout(dy, ctx.y_layout).astype(ctx.w.dtype, copy=False)
     dx = to_layout(matmul(dy, ctx.w), ctx.x_layout) if need_dx else None
     dw = matmul(dy.T, ctx.x)
     dw = finish_grad(dw, ctx.w_layout, reduce)

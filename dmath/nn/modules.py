@@ -176,14 +176,14 @@ class Module:
         return self
 
     def _in(self, x: DArray) -> DArray:
-        return x if self.compute_dtype is None else x.astype(self.compute_dtype)
+        return x if self.compute_dtype is None else x.astype(self.compute_dtype, copy=False)
 
 
 @command
 def _adopt(v: DArray, like: DArray) -> DArray:
     """A fresh copy of ``v`` in ``like``'s grid, layout and dtype (safe to update in place)."""
     a = v.redistribute(like.layout, like.grid) if v.grid != like.grid else to_layout(v, like.layout)
-    a = a.astype(like.dtype)
+    a = a.astype(like.dtype, copy=False)
     return DArray(a.local.clone(), a.shape, a.layout, a.grid)
 
 
@@ -435,7 +435,7 @@ def _chain(x: DArray, steps: list) -> tuple:
 
 
 def _cast(x: DArray, dtype) -> DArray:
-    return x if dtype is None else x.astype(dtype)
+    return x if dtype is None else x.astype(dtype, copy=False)
 
 
 def _conv_forward(x, w, b, args, layout, dtype):

@@ -40,7 +40,7 @@ class Param:
             return self.master
         key = (dtype, self.master.version, id(self.master))
         if self._cache is None or self._cache[0] != key:
-            self._cache = (key, self.master.astype(dtype))
+            self._cache = (key, self.master.astype(dtype, copy=False))
         return self._cache[1]
 
     def set_master(self, a: DArray) -> None:
@@ -50,7 +50,7 @@ class Param:
     def accept_grad(self, g: DArray) -> None:
         """Store ``g`` in the master's dtype and layout."""
         g = to_layout(g, self.master.layout)
-        self.grad = g.astype(self.master.dtype)
+        self.grad = g.astype(self.master.dtype, copy=False)
 
     def __repr__(self) -> str:
         return f"Param({self.name!r}, {self.master!r})"

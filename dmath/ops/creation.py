@@ -319,7 +319,7 @@ def asarray(obj, dtype=None, *, layout: Layout | None = None, grid=None) -> DArr
         out = obj
         if layout is not None or (grid is not None and grid != obj.grid):
             out = out.redistribute(obj.layout if layout is None else layout, grid)
-        return out if dtype is None else out.astype(dtype)
+        return out if dtype is None else out.astype(dtype, copy=False)
     if isinstance(obj, torch.Tensor):
         return from_torch(obj, layout, grid=grid, dtype=dtype)
     return from_numpy(obj, layout, grid=grid, dtype=dtype)

@@ -106,7 +106,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         raise TypeError(f"numpy ufunc np.{ufunc.__name__} is not supported on DArray; use "
                         "A.to_numpy() explicitly")
     result = fn(*inputs)
-    return result if dtype is None else result.astype(dtype)
+    return result if dtype is None else result.astype(dtype, copy=False)
 
 
 def _gufunc_operands(inputs: tuple) -> tuple:

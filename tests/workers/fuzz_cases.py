@@ -728,7 +728,7 @@ def step_astype(prog: Program):
     v = prog.pick()
     t = prog.dtype()
     got = v.a.astype(t)
-    assert got.dtype == t
+    assert got.dtype == t and got is not v.a        # a new array, as numpy's astype
     want = fit(np.asarray(v.x), t)
     prog.add(got, want if t != v.a.dtype else np.array(v.x, copy=True),
              how=f"{v.name}.astype({NAMES[t]})")
