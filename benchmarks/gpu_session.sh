@@ -21,7 +21,7 @@ nvidia-smi -L
 python3 -c "import torch, mpi4py; print('torch', torch.__version__, 'mpi4py', mpi4py.__version__)"
 case "${1:-tests}" in
   tests)   # four pytest jobs side by side (the host has 16 cores; MPI ranks share the GPU)
-    groups=("test_nn.py test_layout.py test_docs.py test_exchange_parts.py test_products.py"
+    groups=("test_nn.py test_layout.py test_docs.py test_exchange_parts.py test_products.py test_fuzz.py"
             "test_redistribute.py test_train.py test_errors.py test_hardening.py"
             "test_indexing.py test_shape.py test_reductions.py test_gemm.py test_solvers.py"
             "test_operators.py test_ops.py test_io.py test_client_server.py test_exchange.py test_nn_strategy.py")

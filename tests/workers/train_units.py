@@ -91,7 +91,11 @@ for k, (name, kw) in enumerate(OPTS):
         topt.step()
         opt.zero_grad()
     for q, r in zip(params, ref):
-        assert np.array_equal(q.master.to_numpy(), r.detach().numpy()), (name, kw)
+        got, want = q.master.to_numpy(), r.detach().numpy()
+        if q.master.device.type == "cpu":           # the same kernels: the same bits
+            assert np.array_equal(got, want), (name, kw)
+        else:                                       # CUDA's rounding (FMA) vs torch on the CPU
+            assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (name, kw)
 cases.ok()
 
 # optimizer state_dict round trip (a fresh optimizer continues identically)
