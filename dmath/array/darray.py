@@ -252,18 +252,11 @@ class DArray:
 
     def view_as(self, out: "DArray") -> "DArray":
         """Record that ``out``'s pieces are views of this array's (``permute``,
-        ``expand_dims``, ``squeeze``): a write into either bumps both versions,
-        so neither serves a stale cached copy. Returns ``out``."""
-        if out is self:
-            return out
+        ``expand_dims``, ``squeeze``; ``out`` is new): a write into either bumps
+        both versions, so neither serves a stale cached copy. Returns ``out``."""
         views = getattr(self, "_views", None)      # arrays sharing these pieces
         if views is None:
             views = self._views = weakref.WeakSet((self,))
-        theirs = getattr(out, "_views", None)
-        if theirs is not None and theirs is not views:
-            views.update(theirs)
-            for v in theirs:
-                v._views = views
         views.add(out)
         out._views = views
         return out
@@ -321,9 +314,9 @@ class DArray:
         if root is None:
             rep = full.redistribute(Layout())
             out = rep._local.cpu()
-            # A copy, never a piece another array holds (this one, a view of it, a
-            # cached copy): writes to the result must not reach them, nor theirs it.
-            held = rep is self or getattr(rep, "_views", None) or getattr(rep, "_cached", False)
+            # A copy, never a piece another array holds (this one, a cached copy;
+            # redistribute returns no views): writes to the result must not reach them.
+            held = rep is self or getattr(rep, "_cached", False)
             return out.clone() if held and _same_storage(out, rep._local) else out
         grid, world = self.grid, self.grid.world
         mine = full._local if is_primary(full.layout, grid, grid.rank) else full._local.reshape(-1)[:0]

@@ -80,9 +80,9 @@ def dropout_mask(shape, layout: Layout, grid, p: float, seed: int | None,
     when the hash of (seed, its global flat index) is >= p."""
     key = _random._key(seed)
     idx = _flat_index(tuple(shape), layout, grid, device())
-    # uniform01 >= p, in integers: the 53 bits k of the hash, k * 2**-53 >= p  <=>
-    # k >= ceil(p * 2**53) (both sides exact in float64)
-    keep = _random._srl(_random._splitmix(idx ^ key), 11) >= math.ceil(p * 2.0 ** 53)
+    # uniform01 >= p, in integers: k * 2**-53 >= p  <=>  k >= ceil(p * 2**53)
+    # (both sides exact in float64)
+    keep = _random._bits53(idx, key) >= math.ceil(p * 2.0 ** 53)
     return keep.to(dtype) * (1.0 / (1.0 - p))
 
 

@@ -32,18 +32,21 @@ def _srl(z: torch.Tensor, k: int) -> torch.Tensor:
     return (z >> k) & ((1 << (64 - k)) - 1)
 
 
+_GAMMA, _MUL1, _MUL2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB   # splitmix64
+
+
 def _splitmix(z: torch.Tensor) -> torch.Tensor:
-    z = z + _signed(0x9E3779B97F4A7C15)
-    z = (z ^ _srl(z, 30)) * _signed(0xBF58476D1CE4E5B9)
-    z = (z ^ _srl(z, 27)) * _signed(0x94D049BB133111EB)
+    z = z + _signed(_GAMMA)
+    z = (z ^ _srl(z, 30)) * _signed(_MUL1)
+    z = (z ^ _srl(z, 27)) * _signed(_MUL2)
     return z ^ _srl(z, 31)
 
 
 def _mix_int(x: int) -> int:
     """``_splitmix`` of one int64 in Python integers (no tensor: the key of a stream)."""
-    z = (x + 0x9E3779B97F4A7C15) & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    z = (x + _GAMMA) & _MASK64
+    z = ((z ^ (z >> 30)) * _MUL1) & _MASK64
+    z = ((z ^ (z >> 27)) * _MUL2) & _MASK64
     return _signed(z ^ (z >> 31))
 
 
@@ -71,10 +74,14 @@ def _flat_index(g: list[np.ndarray], shape: tuple) -> torch.Tensor:
     return idx.to(device())
 
 
+def _bits53(idx: torch.Tensor, key: int) -> torch.Tensor:
+    """53 random bits (int64 in [0, 2**53)) from index and key."""
+    return _srl(_splitmix(idx ^ key), 11)
+
+
 def _uniform01(idx: torch.Tensor, key: int) -> torch.Tensor:
-    """float64 uniform in [0, 1) from index and key."""
-    h = _splitmix(idx ^ key)
-    return _srl(h, 11).to(torch.float64) * (2.0 ** -53)
+    """float64 uniform in [0, 1) from index and key: ``_bits53 * 2**-53``."""
+    return _bits53(idx, key).to(torch.float64) * (2.0 ** -53)
 
 
 @command
