@@ -95,7 +95,8 @@ def worker_dmath(args) -> dict:
     opt = train.AdamW(net.params(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"])
     sched = train.WarmupCosine(opt, 0, len(loader) * args.epochs)
     tr = train.Trainer(net, opt, schedule=sched, schedule_per="step", progress=False,
-                       precision=args.precision, seed=RECIPE["seed"])
+                       precision=args.precision, seed=RECIPE["seed"],
+                       graphs="auto" if args.graphs else False)
     hist = tr.fit(loader, args.epochs, val=val)
     out = {"epochs": [{"seconds": r["seconds"], "images": len(loader) * RECIPE["batch"],
                        "test_accuracy": r["test_accuracy"], "train_loss": r["train_loss"],
@@ -207,10 +208,12 @@ def _parse(argv):
     ap.add_argument("--mode", default=None, choices=["client-server", "spmd"],
                     help="dmath's mode (default: client-server under mpiexec)")
     ap.add_argument("--target", type=float, default=0.90, help="test accuracy to time")
-    ap.add_argument("--systems", default=None, help="subset of dmath,ddp,torch to run")
+    ap.add_argument("--systems", default=None,
+                    help="subset of dmath,ddp,torch (CPU) or dmath,dmath-eager,torch (GPU) to run")
     ap.add_argument("--no-doc", action="store_true")
     # worker options
     ap.add_argument("--worker", choices=["dmath", "torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--no-graphs", dest="graphs", action="store_false", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--ddp", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
@@ -223,10 +226,11 @@ def _launch(args, system: str, model: str, ranks: int, epochs: int, limit) -> di
     from dmath.cli.launch import launch_env, mpiexec_command
     with tempfile.TemporaryDirectory() as tmp:
         res = Path(tmp) / "result.json"
-        extra = ["--worker", "dmath" if system == "dmath" else "torch", "--model", model,
+        extra = ["--worker", "torch" if system in ("ddp", "torch") else "dmath", "--model", model,
                  "--epochs", str(epochs), "--data", args.data, "--result", str(res),
                  "--precision", args.precision, "--parallel", args.parallel]
         extra += ["--mode", args.mode] if args.mode else []
+        extra += ["--no-graphs"] if system == "dmath-eager" else []
         extra += ["--limit", str(limit)] if limit else []
         extra += ["--gpu"] if args.gpu else []
         if system == "ddp":
@@ -273,7 +277,7 @@ def main(argv=None) -> int:
         return 0
     sys.path.insert(0, str(ROOT))
     ranks = [1] if args.gpu else [int(r) for r in (args.ranks or "2,4").split(",")]
-    systems = ["dmath", "torch"] if args.gpu else ["dmath", "ddp", "torch"]
+    systems = ["dmath", "dmath-eager", "torch"] if args.gpu else ["dmath", "ddp", "torch"]
     if args.systems:
         systems = [s for s in systems if s in args.systems.split(",")]
     rows, runs = [], {}
@@ -314,20 +318,22 @@ def _fmt_t(t):
 
 
 def _table(rows, systems, args) -> str:
-    names = {"dmath": "dmath", "ddp": "torch DDP", "torch": "torch plain"}
+    names = {"dmath": "dmath", "dmath-eager": "dmath no graphs", "ddp": "torch DDP",
+             "torch": "torch plain"}
     hdr = ["model", "ranks", "epochs x images"]
     for s in systems:
         hdr += [f"{names[s]} img/s", f"{names[s]} acc", f"{names[s]} to {args.target:.0%}"]
-    hdr += ["dmath/DDP" if not args.gpu else "dmath/torch"]
+    base_name = "torch" if args.gpu else "ddp"
+    mine = [s for s in ("dmath", "dmath-eager") if s in systems]
+    hdr += [f"{names[s]}/{'torch' if args.gpu else 'DDP'}" for s in mine]
     out = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
     for model, n, epochs, limit, figs in rows:
         cells = [model, str(n), f"{epochs} x {limit or 60000}"]
         for s in systems:
             f = figs[s]
             cells += [f"{f['ips']:.0f}", f"{100 * f['final']:.2f}%", _fmt_t(f["tta"])]
-        base = figs.get("torch" if args.gpu else "ddp")
-        cells.append(f"{figs['dmath']['ips'] / base['ips']:.2f}x"
-                     if base and "dmath" in figs else "-")
+        base = figs.get(base_name)
+        cells += [f"{figs[s]['ips'] / base['ips']:.2f}x" if base else "-" for s in mine]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -379,6 +385,10 @@ def _write_doc(args, argv, head, table, plots) -> None:
     block = "\n".join([b, f"### {kind.upper()}: `{cmd}`", "", head, "", table, "",
                        *[f"![{p}]({p})" for p in plots], e])
     text = DOC.read_text()
+    kb, ke = _block(kind)
+    if kb in text and ke in text:          # replace this kind's block only: notes around it stay
+        DOC.write_text(text[:text.index(kb)] + block + text[text.index(ke) + len(ke):])
+        return
     old = ""
     if BEGIN in text and END in text:
         a, z = text.index(BEGIN), text.index(END) + len(END)

@@ -21,6 +21,12 @@ def test_units(tmp_path):
     assert run_workers("train_units", 3, str(tmp_path)) >= 40
 
 
+def test_captured_steps(tmp_path):
+    """A replayed step (train.graphs: OpReplay here, CUDA graphs on a GPU) trains as eager."""
+    backends = "cuda,replay" if os.environ.get("DMATH_DEVICE") == "cuda" else "replay"
+    assert run_workers("train_graphs", 1, str(tmp_path), backends) >= 10
+
+
 @pytest.fixture(scope="module")
 def curves(tmp_path_factory):
     """Curves of every run: {(ranks, mode): {name: per-step losses}}."""

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..array import DArray, Layout, as_dtype
+from ..runtime import capture
 from ..runtime.dispatch import command
 from ._common import device, dtype_or_default
 from .creation import _make
@@ -56,11 +57,24 @@ def seed(s: int) -> None:
     _state["seed"], _state["stream"] = int(s), 0
 
 
-def _key(seed_: int | None) -> int:
+def _key(seed_: int | None) -> int | torch.Tensor:
+    """A stream's key: the next stream of the session seed (``seed_`` None) or ``seed_``'s.
+    While a step is captured, the session's key is a 0-dim device tensor computed
+    from the step's values (``step_values``), so each replay draws new streams."""
     if seed_ is None:
         _state["stream"] += 1
+        values = capture.active()
+        if values is not None:
+            ahead = _state["stream"] - values.current["rng.stream"]    # same in every replay
+            return _splitmix(values.get("rng.key0") ^ (values.get("rng.stream") + ahead))
         return _mix_int(_mix_int(_state["seed"]) ^ _state["stream"])
     return _mix_int(_mix_int(int(seed_)) ^ 0)
+
+
+def step_values() -> dict:
+    """The numbers a captured step's draws read (``runtime.capture``): the session
+    seed's key and the stream count before the step."""
+    return {"rng.key0": _mix_int(_state["seed"]), "rng.stream": _state["stream"]}
 
 
 def _flat_index(g: list[np.ndarray], shape: tuple) -> torch.Tensor:

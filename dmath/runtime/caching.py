@@ -22,7 +22,7 @@ import os
 import weakref
 from collections import OrderedDict
 
-from . import agreed
+from . import agreed, capture
 from .dispatch import command
 
 
@@ -49,7 +49,10 @@ class LayoutCache:
         self.hits = self.misses = self.evictions = 0
 
     def get(self, src, key: tuple):
-        """``src``'s cached copy for ``key``, or None (counts a miss)."""
+        """``src``'s cached copy for ``key``, or None (counts a miss; always None
+        while a step is captured: the copy's kernels must be in the graph)."""
+        if capture.active() is not None:
+            return None
         k = (src._uid, key)
         e = self._lru.get(k)
         if e is not None:
@@ -63,7 +66,7 @@ class LayoutCache:
 
     def put(self, src, key: tuple, copy, nbytes: int) -> None:
         """Keep ``copy`` of ``src`` for ``key``; ``nbytes``: the same number on every rank."""
-        if nbytes > self.budget:
+        if nbytes > self.budget or capture.active() is not None:
             return
         k = (src._uid, key)
         if k in self._lru:

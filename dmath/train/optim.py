@@ -25,6 +25,7 @@ from ..array import DArray
 from ..nn.modules import _adopt
 from ..nn.precision import Param
 from ..ops import zeros_like
+from ..runtime import capture
 from ..runtime.dispatch import command
 
 
@@ -59,6 +60,8 @@ def _sgd_update(masters: list, grads: list, bufs: list | None, lr: float, moment
     if momentum:
         bs = rest[0]
         new = [i for i, k in enumerate(keep) if first[k]]
+        if new and capture.active() is not None:
+            raise RuntimeError("SGD: a first step (momentum buffer = gradient) cannot be captured")
         if len(new) == len(bs):
             torch._foreach_copy_(bs, gs)
         else:
@@ -70,33 +73,54 @@ def _sgd_update(masters: list, grads: list, bufs: list | None, lr: float, moment
             torch._foreach_add_(ob, [gs[i] for i in old], alpha=1 - dampening)
         gs = torch._foreach_add(gs, bs, alpha=momentum) if nesterov else bs
         _touch([bufs[k] for k in keep])
-    torch._foreach_add_(ps, gs, alpha=-lr)
+    values = capture.active()
+    if values is None:
+        torch._foreach_add_(ps, gs, alpha=-lr)
+    else:                                          # a captured step: lr from device memory
+        torch._foreach_add_(ps, torch._foreach_mul(gs, values.get("opt.neg_lr").to(ps[0].dtype)))
     _touch([masters[k] for k in keep])
 
 
 @command
 def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, betas: tuple,
                  eps: float, weight_decay: float, decoupled: bool, steps: list) -> None:
-    """torch.optim.Adam/AdamW's multi-tensor step (``_multi_tensor_adam``, not
-    capturable): eight ``torch._foreach_*`` kernels over all the parameters."""
+    """torch.optim.Adam/AdamW's multi-tensor step (``_multi_tensor_adam``): eight
+    ``torch._foreach_*`` kernels over all the parameters. While a step is captured
+    (``runtime.capture``) the step-dependent scalars are read from device memory,
+    in the order of torch's ``capturable`` path."""
     b1, b2 = betas
     keep, (ps, gs, ms, vs) = _with_grads(masters, grads, m1, m2)
     if not keep:
         return
+    values = capture.active()
     if weight_decay and decoupled:
-        torch._foreach_mul_(ps, 1 - lr * weight_decay)
+        torch._foreach_mul_(ps, 1 - lr * weight_decay if values is None else
+                            values.get("opt.decay").to(ps[0].dtype))
     elif weight_decay:
         gs = torch._foreach_add(gs, ps, alpha=weight_decay)
     torch._foreach_lerp_(ms, gs, 1 - b1)
     torch._foreach_mul_(vs, b2)
     torch._foreach_addcmul_(vs, gs, gs, 1 - b2)
-    step_size = [-(lr / (1 - b1 ** steps[k])) for k in keep]
-    c2 = [(1 - b2 ** steps[k]) ** 0.5 for k in keep]
     denom = torch._foreach_sqrt(vs)
-    torch._foreach_div_(denom, c2)
-    torch._foreach_add_(denom, eps)
-    torch._foreach_addcdiv_(ps, ms, denom, step_size)
+    if values is None:
+        num = [_adam_numbers(lr, betas, weight_decay, steps[k]) for k in keep]
+        torch._foreach_div_(denom, [n["opt.c2"] for n in num])
+        torch._foreach_add_(denom, eps)
+        torch._foreach_addcdiv_(ps, ms, denom, [n["opt.step_size"] for n in num])
+    else:             # a captured step (torch's capturable Adam): p += m / (denom / step_size)
+        torch._foreach_div_(denom, values.get("opt.c2").to(ps[0].dtype))
+        torch._foreach_add_(denom, eps)
+        torch._foreach_div_(denom, values.get("opt.step_size").to(ps[0].dtype))
+        torch._foreach_addcdiv_(ps, ms, denom)
     _touch(*([a[k] for k in keep] for a in (masters, m1, m2)))
+
+
+def _adam_numbers(lr: float, betas: tuple, weight_decay: float, t: int) -> dict:
+    """Adam's scalars at step ``t`` (1-based): AdamW's decay factor ``1 - lr wd``,
+    ``-lr / (1 - b1^t)`` and ``sqrt(1 - b2^t)``."""
+    b1, b2 = betas
+    return {"opt.decay": 1 - lr * weight_decay, "opt.step_size": -(lr / (1 - b1 ** t)),
+            "opt.c2": (1 - b2 ** t) ** 0.5}
 
 
 class Optimizer:
@@ -135,11 +159,20 @@ class Optimizer:
     def step(self) -> None:
         raise NotImplementedError
 
-    def _count(self) -> list[int]:
+    def step_values(self) -> dict | None:
+        """The numbers the next step reads from device memory when it is a replayed
+        capture (``runtime.capture``); None when it cannot be one (the parameters
+        have taken different numbers of steps)."""
+        raise NotImplementedError
+
+    def advance(self, stepped: list[bool] | None = None) -> list[int]:
         """Advance the per-parameter step counts (a parameter without a gradient
-        does not step, as in torch); the counts before this step."""
+        does not step, as in torch; ``stepped``: which did, when the gradients are
+        not on the host's Params, as in a replayed step); the counts before."""
         before = list(self.steps)
-        self.steps = [s + (p.grad is not None) for s, p in zip(self.steps, self.params)]
+        if stepped is None:
+            stepped = [p.grad is not None for p in self.params]
+        self.steps = [s + bool(d) for s, d in zip(self.steps, stepped)]
         self.t += 1
         return before
 
@@ -180,10 +213,13 @@ class SGD(Optimizer):
 
     def step(self) -> None:
         bufs = self._buffers()
-        first = [s == 0 for s in self._count()]
+        first = [s == 0 for s in self.advance()]
         _sgd_update([p.master for p in self.params], [p.grad for p in self.params],
                     bufs[0] if bufs else None, self.lr, self.momentum, self.dampening,
                     self.nesterov, self.weight_decay, first)
+
+    def step_values(self) -> dict | None:
+        return {"opt.neg_lr": -self.lr}
 
 
 class Adam(Optimizer):
@@ -203,9 +239,14 @@ class Adam(Optimizer):
 
     def step(self) -> None:
         m1, m2 = self._buffers()
-        self._count()
+        self.advance()
         _adam_update([p.master for p in self.params], [p.grad for p in self.params], m1, m2,
                      self.lr, self.betas, self.eps, self.weight_decay, self.decoupled, self.steps)
+
+    def step_values(self) -> dict | None:
+        if len(set(self.steps)) != 1:
+            return None
+        return _adam_numbers(self.lr, self.betas, self.weight_decay, self.steps[0] + 1)
 
 
 class AdamW(Adam):

@@ -25,6 +25,12 @@ rank keeps its share of the loss sum and correct count, summed over ranks
 when read); the loss log and accuracy counts are float64 sums. The progress
 bar, metrics files, plots and checkpoints' host side happen on rank 0 only.
 
+``graphs``: on one GPU the step is captured as a CUDA graph after two eager
+steps of a batch shape and replayed after (``"auto"``, the default; see
+``train.graphs``); ``False`` turns that off, ``True`` insists (an error says
+why it cannot), ``"replay"`` replays recorded aten operations instead (any
+device; tests).
+
 Checkpoints (``out_dir/checkpoint``, written after every epoch, read by
 ``resume``): ``{"model", "optimizer", "scheduler", "scaler", "epoch",
 "step", "rng", "metrics"}``; a resumed run continues exactly where the
@@ -53,6 +59,7 @@ from ..runtime import context, world
 from ..runtime.dispatch import command, register_handle_type
 from . import checkpoint
 from .data import DataLoader
+from .graphs import StepGraphs
 from .optim import Optimizer
 from .schedule import Schedule
 
@@ -127,7 +134,8 @@ class Trainer:
                  schedule_per: str = "epoch", precision: str = "fp32",
                  compress: torch.dtype | None = None, accumulate: int = 1,
                  reducer_mode: str = "allreduce", bucket_bytes: int = 4 << 20,
-                 log_every: int = 20, progress: bool = True, seed: int | None = 0):
+                 log_every: int = 20, progress: bool = True, seed: int | None = 0,
+                 graphs: bool | str = "auto"):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
         if accumulate < 1:
@@ -148,6 +156,9 @@ class Trainer:
         self.history: list[dict] = []        # one dict per epoch
         self.step_losses: list[float] = []   # every optimizer step's (mean) loss
         self.skipped = 0                     # float16 steps skipped on overflow
+        self._reducer_args = dict(bucket_bytes=bucket_bytes, mode=reducer_mode, compress=compress)
+        backend = _graph_backend(graphs, precision)
+        self.graphs = StepGraphs(self, backend) if backend else None
 
     # -- one optimizer step --------------------------------------------------------------
     def _micro(self, x: DArray, y: DArray, weight: float) -> _Stats:
@@ -159,7 +170,15 @@ class Trainer:
         return st
 
     def train_step(self, batches: list[tuple[DArray, DArray]]) -> list:
-        """One optimizer step over ``batches`` (micro-batches); their stats (not fetched)."""
+        """One optimizer step over ``batches`` (micro-batches); their stats (not fetched).
+        A replayed graph when the trainer has graphs and the step's shapes were seen."""
+        if self.graphs is not None:
+            stats = self.graphs.step(batches)
+            if stats is not None:
+                return stats
+        return self._eager_step(batches)
+
+    def _eager_step(self, batches: list[tuple[DArray, DArray]]) -> list:
         params = self.model.params()
         acc, stats = None, []
         n = sum(b[0].shape[0] for b in batches)
@@ -181,11 +200,57 @@ class Trainer:
             self.optimizer.step()
         else:
             self.skipped += 1
+        self._finish_step()
+        return stats
+
+    def _finish_step(self) -> None:
+        """The host's part of a step after the update: gradients, step count, schedule."""
         self.optimizer.zero_grad()
         self.step += 1
         if self.schedule is not None and self.schedule_per == "step":
             self.schedule.step()
-        return stats
+
+    # -- what graphs.StepGraphs needs of the trainer -------------------------------------
+    def _after_replay(self, stepped: list[bool], rng_calls: int) -> None:
+        """The host's part of a replayed step (what its Python did when captured)."""
+        self.optimizer.advance(stepped)
+        _random._state["stream"] += rng_calls
+        self._finish_step()
+
+    def _step_arrays(self) -> list[DArray]:
+        """The arrays a step writes in place: parameters, buffers, optimizer state."""
+        return [*self.model.state_dict().values(),
+                *(b for bufs in self.optimizer.state.values() for b in bufs)]
+
+    @staticmethod
+    def _random_values() -> dict:
+        return _random.step_values()
+
+    @staticmethod
+    def _stats(outs: list) -> list:
+        return [_Stats(t.clone()) for t in outs]
+
+    def _forget_cached_casts(self) -> None:
+        for p in self.model.params():
+            p.set_master(p.master)
+
+    def _host_state(self) -> dict:
+        o = self.optimizer
+        return {"opt": (o.t, list(o.steps), o.lr), "step": self.step,
+                "sched": None if self.schedule is None else self.schedule.state_dict(),
+                "rng": dict(_random._state)}
+
+    def _restore_host_state(self, st: dict) -> None:
+        """Back to ``st`` after a step that failed half way (a failed capture)."""
+        o = self.optimizer
+        o.t, o.steps, o.lr = st["opt"][0], list(st["opt"][1]), st["opt"][2]
+        self.step = st["step"]
+        if st["sched"] is not None:
+            self.schedule.load_state_dict(st["sched"])
+        _random._state.update(st["rng"])
+        o.zero_grad()
+        _drop_contexts(self.model)
+        self.reducer = GradReducer(**self._reducer_args)
 
     # -- loops ---------------------------------------------------------------------------
     def fit(self, train: DataLoader, epochs: int, *, val: DataLoader | None = None,
@@ -303,6 +368,31 @@ class Trainer:
     def resume(self, path: str | os.PathLike) -> None:
         grid = self.model.params()[0].master.grid
         self.load_state(checkpoint.load(path, grid=grid))
+
+
+def _graph_backend(graphs: bool | str, precision: str) -> str | None:
+    """The ``graphs.BACKENDS`` key for ``Trainer(graphs=...)``, or None (eager steps).
+    ``"auto"``: CUDA graphs where they apply (a GPU, one process, no float16
+    loss scaling); ``True`` / ``"cuda"``: CUDA graphs or an error saying why not;
+    ``"replay"``: ``graphs.OpReplay`` (any device; checks); ``False``: none."""
+    if graphs is False or graphs is None:
+        return None
+    if graphs not in (True, "auto", "cuda", "replay"):
+        raise ValueError(f"graphs must be 'auto', True, False, 'cuda' or 'replay', got {graphs!r}")
+    ctx = context()
+    why = None
+    if ctx.world.size > 1:
+        why = (f"graphs need one process (this session has {ctx.world.size}): a step "
+               "that communicates leaves the graph")
+    elif precision == "fp16":
+        why = "graphs need no float16 loss scaling (it reads an overflow flag every step)"
+    elif graphs in (True, "cuda") and ctx.device.type != "cuda":
+        why = f"CUDA graphs need a CUDA device (this session runs on {ctx.device})"
+    if graphs == "auto":
+        return "cuda" if why is None and ctx.device.type == "cuda" else None
+    if why is not None:
+        raise ValueError(f"Trainer(graphs={graphs!r}): {why}")
+    return "cuda" if graphs is True else graphs
 
 
 def _drop_contexts(m: Module) -> None:

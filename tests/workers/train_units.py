@@ -282,4 +282,14 @@ c.train()
 assert c.layers[1].training
 cases.ok()
 
+# captured steps need one process: asked for on several, a clear error; "auto" trains eagerly
+for graphs in (True, "cuda", "replay"):
+    try:
+        train.Trainer(c, train.SGD(c.params(), 0.1), progress=False, graphs=graphs)
+        raise AssertionError(f"graphs={graphs!r} accepted on {p} ranks")
+    except ValueError as e:
+        assert "one process" in str(e), e
+assert train.Trainer(c, train.SGD(c.params(), 0.1), progress=False).graphs is None
+cases.ok()
+
 cases.report()

@@ -1,0 +1,205 @@
+"""Captured training steps: a fixed-shape step recorded once, then replayed.
+
+On a GPU a small model's step is a few hundred short kernels, each launched by
+Python (dmath's layers, then torch's dispatcher): the launches, not the
+kernels, set the pace. ``Trainer(graphs="auto")`` records the step as a CUDA
+graph after ``WARMUP`` eager steps of the same batch shapes and replays it
+from then on: one launch a step, no Python per layer.
+
+What a replay must not miss (``runtime.capture``):
+
+* numbers that change from step to step (learning rate, Adam's bias
+  corrections, the dropout streams) are read from device memory
+  (``StepValues``), written before each replay;
+* the batch is copied into the graph's own input arrays;
+* after the replay the host does what the step's Python did (the optimizer's
+  step counts, the random stream count, the trainer's step and schedule:
+  ``Trainer._after_replay``) and bumps the versions of the arrays the step
+  wrote (parameters, optimizer state, batch-norm statistics), so no cached
+  host copy is stale.
+
+A graph is recorded on particular arrays: when the model's or the
+optimizer's arrays are replaced (``load_state_dict``, a new layout) it is
+dropped and recorded again. Graphs need one process (a step that
+communicates between processes would leave the graph) and no float16 loss
+scaling (its overflow check reads a flag on the host each step).
+
+Backends: ``CudaGraph`` (``torch.cuda.CUDAGraph``, a memory pool each) and
+``OpReplay``, which records the step's aten operations with a
+``TorchDispatchMode`` and replays them with the scalar arguments they were
+recorded with, as a CUDA graph does: on any device it shows whether a
+replayed step trains as eager steps do (the tests use it on the CPU). A host
+synchronisation inside the step (``.item()``, ``nonzero``) is an error in both.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves, tree_map
+
+from ..array import DArray
+from ..runtime import capture
+
+WARMUP = 2           # eager steps of a batch shape before its step is captured
+
+
+class CudaGraph:
+    """A step as a ``torch.cuda.CUDAGraph``, in its own memory pool (a graph's replay
+    rewrites the memory its capture used; no other graph's tensors live there)."""
+
+    def capture(self, fn: Callable[[], list]) -> list:
+        """Record ``fn`` (its kernels do not run) and replay it once: ``fn``'s step done."""
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            outs = fn()
+        self.graph.replay()
+        return outs
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+
+_HOST_SYNCS = {"_local_scalar_dense", "nonzero", "item", "equal", "is_nonzero"}
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.__name__.split(".")[0] in _HOST_SYNCS:
+            raise RuntimeError(f"{func} reads device data on the host: a captured step "
+                               "cannot synchronise")
+        out = func(*args, **kwargs)
+        self.ops.append((func, args, kwargs, out))
+        return out
+
+
+class OpReplay:
+    """A step as the list of its aten operations, replayed with the same scalars.
+
+    The first run executes while recording (the step is done); ``replay`` runs
+    the operations again on the same persistent tensors, new tensors standing
+    for the ones the recording made, and copies the new ``outs`` into the
+    recorded ones (a CUDA graph's outputs are its own memory, rewritten)."""
+
+    def capture(self, fn: Callable[[], list]) -> list:
+        rec = _Recorder()
+        with rec:
+            outs = fn()
+        self.ops, self.outs = rec.ops, list(outs)
+        return outs
+
+    def replay(self) -> None:
+        env: dict[int, torch.Tensor] = {}
+
+        def sub(x):
+            return env.get(id(x), x) if isinstance(x, torch.Tensor) else x
+
+        for func, args, kwargs, out in self.ops:
+            new = func(*tree_map(sub, args), **tree_map(sub, kwargs))
+            for old, now in zip(tree_leaves(out), tree_leaves(new)):
+                if isinstance(old, torch.Tensor):
+                    env[id(old)] = now
+        for o in self.outs:
+            o.copy_(env.get(id(o), o))
+
+
+BACKENDS = {"cuda": CudaGraph, "replay": OpReplay}
+
+
+class _Graph:
+    def __init__(self, backend, inputs: list, arrays: list):
+        self.backend, self.inputs, self.arrays = backend, inputs, arrays
+        self.tensors = [a.local for a in arrays]       # what the kernels were recorded on
+        self.outs: list[torch.Tensor] = []
+        self.rng_calls = 0
+        self.stepped: list[bool] = []                   # which parameters the step updates
+
+    def valid(self, arrays: list) -> bool:
+        return len(arrays) == len(self.tensors) and \
+            all(a.local is t for a, t in zip(arrays, self.tensors))
+
+
+class StepGraphs:
+    """The captured steps of one ``Trainer``, one per batch shape (see the module)."""
+
+    def __init__(self, trainer, backend: str):
+        self.trainer, self.backend = trainer, BACKENDS[backend]
+        self.values: capture.StepValues | None = None
+        self.graphs: dict[tuple, _Graph] = {}
+        self.seen: dict[tuple, int] = {}
+        self.failed: str | None = None
+
+    def step(self, batches: list[tuple[DArray, DArray]]) -> list | None:
+        """Run the step as a replay (or capture it); None: run it eagerly."""
+        tr = self.trainer
+        if self.failed is not None:
+            return None
+        numbers = tr.optimizer.step_values()
+        if numbers is None:
+            return None
+        numbers = {**numbers, **tr._random_values()}
+        key = (tr.model.training, tr.model.compute_dtype,
+               tuple((x.shape, x.dtype, x.layout, y.shape, y.dtype, y.layout)
+                     for x, y in batches))
+        arrays = tr._step_arrays()
+        g = self.graphs.get(key)
+        if g is not None and not g.valid(arrays):
+            del self.graphs[key]                  # its arrays were replaced: record again
+            g = None
+        if g is None:
+            self.seen[key] = self.seen.get(key, 0) + 1
+            if self.seen[key] <= WARMUP:
+                return None
+            return self._capture(key, batches, numbers, arrays)
+        self._feed(g, batches)
+        self.values.write(numbers)
+        g.backend.replay()
+        tr._after_replay(g.stepped, g.rng_calls)
+        for a in g.arrays:
+            a.touch()
+        return tr._stats(g.outs)
+
+    def _feed(self, g: _Graph, batches: list) -> None:
+        for (X, Y), (x, y) in zip(g.inputs, batches):
+            X.local.copy_(x.local)
+            Y.local.copy_(y.local)
+            X.touch()
+            Y.touch()
+
+    def _capture(self, key: tuple, batches: list, numbers: dict, arrays: list) -> list | None:
+        tr = self.trainer
+        if self.values is None:
+            self.values = capture.StepValues(batches[0][0].local.device)
+        inputs = [tuple(DArray(torch.empty_like(a.local), a.shape, a.layout, a.grid)
+                        for a in b) for b in batches]
+        g = _Graph(self.backend(), inputs, arrays)
+        self._feed(g, batches)
+        self.values.write(numbers)
+        saved = tr._host_state()
+        tr._forget_cached_casts()           # their casts must be kernels of the graph
+        stream0, steps0 = numbers["rng.stream"], list(tr.optimizer.steps)
+        try:
+            with capture.capturing(self.values):
+                g.outs = g.backend.capture(lambda: [s.t for s in tr._eager_step(inputs)])
+        except Exception as exc:            # noqa: BLE001 - any failure: train on eagerly
+            tr._restore_host_state(saved)
+            self.failed = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"dmath.train: the training step could not be captured as a graph "
+                          f"({self.failed}); training on without graphs", stacklevel=3)
+            return None
+        g.rng_calls = tr._random_values()["rng.stream"] - stream0
+        g.stepped = [a != b for a, b in zip(tr.optimizer.steps, steps0)]
+        self.graphs[key] = g
+        for a in g.arrays:
+            a.touch()
+        return tr._stats(g.outs)
+
+
+__all__ = ["BACKENDS", "CudaGraph", "OpReplay", "StepGraphs", "WARMUP"]
