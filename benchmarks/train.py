@@ -210,6 +210,9 @@ def _parse(argv):
     ap.add_argument("--target", type=float, default=0.90, help="test accuracy to time")
     ap.add_argument("--systems", default=None,
                     help="subset of dmath,ddp,torch (CPU) or dmath,dmath-eager,torch (GPU) to run")
+    ap.add_argument("--same-malloc", action="store_true",
+                    help="give torch's processes the glibc settings dmath.init makes "
+                         "(runtime.memory.keep_freed_host_memory)")
     ap.add_argument("--no-doc", action="store_true")
     # worker options
     ap.add_argument("--worker", choices=["dmath", "torch"], help=argparse.SUPPRESS)
@@ -241,6 +244,8 @@ def _launch(args, system: str, model: str, ranks: int, epochs: int, limit) -> di
         env = launch_env(n)
         if system == "torch":
             env["OMP_NUM_THREADS"] = str(min(ranks, os.cpu_count() or 1))
+        if system in ("ddp", "torch") and args.same_malloc:
+            env.update(MALLOC_MMAP_THRESHOLD_=str(32 << 20), MALLOC_TRIM_THRESHOLD_=str(1 << 30))
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         cmd = mpiexec_command(n, [str(Path(__file__).resolve()), *extra])
         t0 = time.time()
@@ -304,7 +309,8 @@ def main(argv=None) -> int:
     load1 = os.getloadavg()[0]
     table = _table(rows, systems, args)
     head = (f"{'1 GPU' if args.gpu else 'CPU'}: {os.cpu_count()} cores, load average "
-            f"{load0:.1f} -> {load1:.1f}; {args.precision}, parallel={args.parallel}")
+            f"{load0:.1f} -> {load1:.1f}; {args.precision}, parallel={args.parallel}"
+            f"{'; torch with dmath glibc settings' if args.same_malloc else ''}")
     print(head)
     print(table)
     if not args.no_doc:

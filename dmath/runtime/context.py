@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from . import agreed
+from . import agreed, memory
 from . import mpi as _mpi
 from .comm import Comm
 from .dispatch import command
@@ -228,6 +228,7 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
         threads = max(1, (os.cpu_count() or 1) // local_size)
     if threads is not None:
         torch.set_num_threads(threads)
+    memory.keep_freed_host_memory()
     dev = _pick_device(device, local_rank)
     kind = _pick_transport(dev, local_size, transport)
     if dev.type == "cuda":

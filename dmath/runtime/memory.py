@@ -105,3 +105,28 @@ def empty_like_device(shape: Sequence[int] | int, dtype: torch.dtype,
     if device.type == "cpu":
         return HOST_POOL.empty(shape, dtype)
     return torch.empty(shape, dtype=dtype, device=device)
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3          # glibc's mallopt parameters
+
+
+def keep_freed_host_memory() -> bool:
+    """Make the C allocator keep freed large blocks for reuse (glibc ``mallopt``).
+
+    The tensors torch's CPU ops return (activations, gradients) come from the C
+    heap. By default glibc serves blocks above a dynamic threshold with ``mmap``
+    and gives them back on free, so a training step faults every activation's
+    pages in again (a ResNet step on one core: ~75,000 faults, a third of its
+    time). Raising the mmap and trim thresholds keeps such blocks in the heap,
+    like a caching allocator. Called by ``init`` unless ``DMATH_KEEP_HOST_MEMORY=0``;
+    returns whether glibc took the settings (False elsewhere, e.g. musl, macOS)."""
+    if os.environ.get("DMATH_KEEP_HOST_MEMORY", "1") == "0":
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    ok = bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20))        # glibc's largest on 64-bit
+    return bool(mallopt(_M_TRIM_THRESHOLD, 1 << 30)) and ok

@@ -18,9 +18,11 @@ What a replay must not miss (``runtime.capture``):
   wrote (parameters, optimizer state, batch-norm statistics), so no cached
   host copy is stale.
 
-A graph is recorded on particular arrays: when the model's or the
-optimizer's arrays are replaced (``load_state_dict``, a new layout) it is
-dropped and recorded again. Graphs need one process (a step that
+A graph is recorded on particular arrays and settings: when the model's or
+the optimizer's arrays are replaced (``load_state_dict``, a new layout) it is
+dropped and recorded again; a change of a layer's settings (dropout ``p``,
+train/eval) or of the optimizer's hyperparameters (momentum, betas, weight
+decay) selects another graph. Graphs need one process (a step that
 communicates between processes would leave the graph) and no float16 loss
 scaling (its overflow check reads a flag on the host each step).
 
@@ -126,6 +128,15 @@ class _Graph:
             all(a.local is t for a, t in zip(arrays, self.tensors))
 
 
+def _settings(m) -> tuple:
+    """The numbers a graph bakes in from the model: every layer's scalar settings
+    (mode, compute dtype, dropout p, batch-norm momentum...); a change records anew."""
+    own = tuple(sorted((k, v) for k, v in vars(m).items()
+                       if isinstance(v, (bool, int, float, str, torch.dtype))))
+    return (type(m).__name__, m.training, m.compute_dtype, own,
+            tuple(_settings(c) for c in m.children()))
+
+
 class StepGraphs:
     """The captured steps of one ``Trainer``, one per batch shape (see the module)."""
 
@@ -145,7 +156,7 @@ class StepGraphs:
         if numbers is None:
             return None
         numbers = {**numbers, **tr._random_values()}
-        key = (tr.model.training, tr.model.compute_dtype,
+        key = (_settings(tr.model), tr.optimizer.settings(),
                tuple((x.shape, x.dtype, x.layout, y.shape, y.dtype, y.layout)
                      for x, y in batches))
         arrays = tr._step_arrays()

@@ -141,6 +141,10 @@ class Optimizer:
         self.steps = [0] * len(self.params)          # per parameter: steps with a gradient
         self.state: dict[str, list[DArray]] = {}
 
+    def settings(self) -> tuple:
+        """The hyperparameters' values (what a captured step bakes in besides the lr)."""
+        return tuple(getattr(self, k) for k in self._hyper)
+
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None

@@ -116,6 +116,17 @@ for backend in BACKENDS:
     assert len(tr2.graphs.graphs) == 1          # the last batch shape seen twice: eager
     passed += 1
 
+# settings changed between epochs (dropout p, weight decay): another graph, as eager
+runs = []
+for graphs in (False, "replay"):
+    tr, loader, val = make(graphs, opt="adamw")
+    tr.fit(loader, 2)
+    tr.model.layers[9].p, tr.optimizer.weight_decay = 0.5, 0.05
+    tr.fit(loader, 4)
+    runs.append(tr.step_losses)
+same(runs[0], runs[1], tolerance("fp32"), "settings changed")
+passed += 1
+
 # a capture that fails: a warning, the host state restored, the run as eager
 ref, a, _ = fit(False)
 real = train.Trainer._eager_step
