@@ -35,6 +35,7 @@ synchronisation inside the step (``.item()``, ``nonzero``) is an error in both.
 """
 from __future__ import annotations
 
+import gc
 import warnings
 from typing import Callable
 
@@ -46,6 +47,7 @@ from ..array import DArray
 from ..runtime import capture
 
 WARMUP = 2           # eager steps of a batch shape before its step is captured
+ATTEMPTS = 3         # failed captures before graphs are given up (a failed one is retried)
 
 
 class CudaGraph:
@@ -55,8 +57,18 @@ class CudaGraph:
     def capture(self, fn: Callable[[], list]) -> list:
         """Record ``fn`` (its kernels do not run) and replay it once: ``fn``'s step done."""
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            outs = fn()
+        torch.cuda.synchronize()       # pending copies done: no pinned-block events to poll
+        # relaxed: bookkeeping calls that do not enqueue work (the pinned-memory
+        # allocator polling its events when a block is freed, in this thread or in the
+        # loader's prefetch thread) neither break the capture nor fail because of it
+        enabled = gc.isenabled()
+        gc.disable()                   # no collection (and frees) at a random point in it
+        try:
+            with torch.cuda.graph(self.graph, capture_error_mode="relaxed"):
+                outs = fn()
+        finally:
+            if enabled:
+                gc.enable()
         self.graph.replay()
         return outs
 
@@ -145,7 +157,8 @@ class StepGraphs:
         self.values: capture.StepValues | None = None
         self.graphs: dict[tuple, _Graph] = {}
         self.seen: dict[tuple, int] = {}
-        self.failed: str | None = None
+        self.failed: str | None = None      # why graphs were given up
+        self.failures = 0
 
     def step(self, batches: list[tuple[DArray, DArray]]) -> list | None:
         """Run the step as a replay (or capture it); None: run it eagerly."""
@@ -201,9 +214,12 @@ class StepGraphs:
                 g.outs = g.backend.capture(lambda: [s.t for s in tr._eager_step(inputs)])
         except Exception as exc:            # noqa: BLE001 - any failure: train on eagerly
             tr._restore_host_state(saved)
-            self.failed = f"{type(exc).__name__}: {exc}"
-            warnings.warn(f"dmath.train: the training step could not be captured as a graph "
-                          f"({self.failed}); training on without graphs", stacklevel=3)
+            self.failures += 1
+            if self.failures >= ATTEMPTS:
+                self.failed = f"{type(exc).__name__}: {exc}"
+                warnings.warn(f"dmath.train: the training step could not be captured as a "
+                              f"graph ({self.failed}); training on without graphs",
+                              stacklevel=3)
             return None
         g.rng_calls = tr._random_values()["rng.stream"] - stream0
         g.stepped = [a != b for a, b in zip(tr.optimizer.steps, steps0)]

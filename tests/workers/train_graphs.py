@@ -127,14 +127,15 @@ for graphs in (False, "replay"):
 same(runs[0], runs[1], tolerance("fp32"), "settings changed")
 passed += 1
 
-# a capture that fails: a warning, the host state restored, the run as eager
+# captures that fail: the host state restored and the run as eager; a failure is retried
+# (it may be transient) and after ATTEMPTS failures graphs are given up with a warning
 ref, a, _ = fit(False)
 real = train.Trainer._eager_step
-calls = {"n": 0}
+calls = {"n": 0, "fail": 0}
 
 
 def flaky(self, batches):
-    if dmath.runtime.capture.active() is not None and calls["n"] == 0:
+    if dmath.runtime.capture.active() is not None and calls["n"] < calls["fail"]:
         calls["n"] += 1
         self.model(batches[0][0])           # half a step (forward only), then it fails
         raise RuntimeError("planted capture failure")
@@ -143,12 +144,18 @@ def flaky(self, batches):
 
 train.Trainer._eager_step = flaky
 try:
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        tr, b, _ = fit("replay")
-    assert any("could not be captured" in str(x.message) for x in w), [str(x.message) for x in w]
-    assert tr.graphs.failed and "planted" in tr.graphs.failed and not tr.graphs.graphs
-    same(a, b, 0, "failed capture")
+    for fail in (1, G.ATTEMPTS):
+        calls.update(n=0, fail=fail)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            tr, b, _ = fit("replay")
+        warned = any("could not be captured" in str(x.message) for x in w)
+        if fail < G.ATTEMPTS:               # retried: captured at the next step of the shape
+            assert not warned and tr.graphs.failed is None and tr.graphs.graphs
+        else:
+            assert warned and "planted" in tr.graphs.failed and not tr.graphs.graphs
+        same(a, b, 0 if fail == G.ATTEMPTS and not CUDA else tolerance("fp32"),
+             f"{fail} failed capture(s)")
 finally:
     train.Trainer._eager_step = real
 passed += 1
