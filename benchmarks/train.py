@@ -279,6 +279,16 @@ def main(argv=None) -> int:
         out = worker_dmath(args) if args.worker == "dmath" else worker_torch(args)
         if out is not None:
             Path(args.result).write_text(json.dumps(out))
+        if args.worker == "torch":
+            # gloo's worker threads can abort the interpreter's shutdown ("terminate called
+            # without an active exception" in ProcessGroupGloo::runLoop): leave without it
+            from mpi4py import MPI
+            if MPI.Is_initialized() and not MPI.Is_finalized():
+                MPI.COMM_WORLD.Barrier()
+                MPI.Finalize()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         return 0
     sys.path.insert(0, str(ROOT))
     ranks = [1] if args.gpu else [int(r) for r in (args.ranks or "2,4").split(",")]
