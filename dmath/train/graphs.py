@@ -44,10 +44,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
 from ..array import DArray
+from ..ops import random as _random
 from ..runtime import capture
 
 WARMUP = 2           # eager steps of a batch shape before its step is captured
 ATTEMPTS = 3         # failed captures before graphs are given up (a failed one is retried)
+KEEP = 8             # graphs kept (each holds its memory pool); the least recently used go
 
 
 class CudaGraph:
@@ -168,7 +170,7 @@ class StepGraphs:
         numbers = tr.optimizer.step_values()
         if numbers is None:
             return None
-        numbers = {**numbers, **tr._random_values()}
+        numbers = {**numbers, **_random.step_values()}
         key = (_settings(tr.model), tr.optimizer.settings(),
                tuple((x.shape, x.dtype, x.layout, y.shape, y.dtype, y.layout)
                      for x, y in batches))
@@ -182,6 +184,7 @@ class StepGraphs:
             if self.seen[key] <= WARMUP:
                 return None
             return self._capture(key, batches, numbers, arrays)
+        self.graphs[key] = self.graphs.pop(key)      # most recently used last
         self._feed(g, batches)
         self.values.write(numbers)
         g.backend.replay()
@@ -221,12 +224,14 @@ class StepGraphs:
                               f"graph ({self.failed}); training on without graphs",
                               stacklevel=3)
             return None
-        g.rng_calls = tr._random_values()["rng.stream"] - stream0
+        g.rng_calls = _random.step_values()["rng.stream"] - stream0
         g.stepped = [a != b for a, b in zip(tr.optimizer.steps, steps0)]
         self.graphs[key] = g
+        while len(self.graphs) > KEEP:
+            del self.graphs[next(iter(self.graphs))]
         for a in g.arrays:
             a.touch()
         return tr._stats(g.outs)
 
 
-__all__ = ["BACKENDS", "CudaGraph", "OpReplay", "StepGraphs", "WARMUP"]
+__all__ = ["ATTEMPTS", "BACKENDS", "CudaGraph", "KEEP", "OpReplay", "StepGraphs", "WARMUP"]

@@ -223,10 +223,6 @@ class Trainer:
                 *(b for bufs in self.optimizer.state.values() for b in bufs)]
 
     @staticmethod
-    def _random_values() -> dict:
-        return _random.step_values()
-
-    @staticmethod
     def _stats(outs: list) -> list:
         return [_Stats(t.clone()) for t in outs]
 

@@ -127,6 +127,20 @@ for graphs in (False, "replay"):
     tr.fit(loader, 4)
     runs.append(tr.step_losses)
 same(runs[0], runs[1], tolerance("fp32"), "settings changed")
+# at most KEEP graphs are kept: a new dropout p every epoch, the oldest graphs go
+old, G.KEEP = G.KEEP, 2
+try:
+    runs = []
+    for graphs in (False, "replay"):
+        tr, loader, val = make(graphs, opt="adamw")
+        for e, p in enumerate((0.1, 0.2, 0.3, 0.4, 0.1)):
+            tr.model.layers[9].p = p
+            tr.fit(loader, e + 1)
+        runs.append(tr.step_losses)
+        assert graphs is False or len(tr.graphs.graphs) <= 2
+    same(runs[0], runs[1], tolerance("fp32"), "graphs evicted")
+finally:
+    G.KEEP = old
 passed += 1
 
 # captures that fail: the host state restored and the run as eager; a failure is retried
