@@ -78,8 +78,6 @@ def _cosine(step: int, total: int) -> float:
 
 # -- workers (run under mpiexec) ------------------------------------------------------------------
 def worker_dmath(args) -> dict:
-    import torch
-
     import dmath
     from dmath import train
     dev = "cuda" if args.gpu else "cpu"
@@ -301,21 +299,21 @@ def main(argv=None) -> int:
         cpu = CPU_SIZES.get(model, {}) if not args.gpu else {}
         epochs = args.epochs or cpu.get("epochs", 5)
         limit = args.limit or cpu.get("limit")
+        torch_figs = {}                 # plain torch by thread count: run once per count
         for n in ranks:
             figs = {}
             for system in systems:
-                if system == "torch" and n != ranks[0] and not args.gpu and \
-                        min(n, os.cpu_count() or 1) == min(ranks[0], os.cpu_count() or 1):
-                    figs[system] = figs_prev_torch            # same threads: run once
+                threads = min(n, os.cpu_count() or 1)
+                if system == "torch" and not args.gpu and threads in torch_figs:
+                    figs[system] = torch_figs[threads]
                     continue
                 r = _launch(args, system, model, n, epochs, limit)
                 runs[(model, n, system)] = r
                 figs[system] = _figures(r, args.target)
                 print(f"{model} {system} n={n}: {figs[system]}", flush=True)
                 if system == "torch":
-                    figs_prev_torch = figs[system]
+                    torch_figs[threads] = figs[system]
             rows.append((model, n, epochs, limit, figs))
-        figs_prev_torch = None
     load1 = os.getloadavg()[0]
     table = _table(rows, systems, args)
     head = (f"{'1 GPU' if args.gpu else 'CPU'}: {os.cpu_count()} cores, load average "
