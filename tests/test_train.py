@@ -99,6 +99,28 @@ def test_cli_train_and_resume(tmp_path):
     assert [r["epoch"] for r in hist["epochs"]] == [1, 2] and len(hist["step_losses"]) == 8
 
 
+def test_cli_graphs(tmp_path):
+    """``--graphs``: on a GPU (one rank) the summary names the replayed graphs; on the
+    CPU ``--graphs on`` is a clear error and ``auto`` trains eagerly."""
+    data = tmp_path / "tiny.npz"
+    _tiny_npz(data)
+    common = ["train", "--data", str(data), "--epochs", "2", "-n", "1", "--batch-size", "8",
+              "--test-batch-size", "8", "--no-progress"]
+    if os.environ.get("DMATH_DEVICE") == "cuda":
+        p = _dmath(*common, "--out", str(tmp_path / "a"))
+        assert "steps replayed from 1 CUDA graph(s)" in p.stdout, p.stdout
+        return
+    p = _dmath(*common, "--out", str(tmp_path / "a"))
+    assert "epoch 2:" in p.stdout and "CUDA graph" not in p.stdout
+    env = launch_env(1)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", CLI, *common, "--graphs", "on", "--out",
+                           str(tmp_path / "b")], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode != 0 and "CUDA graphs need a CUDA device" in proc.stderr, \
+        proc.stderr[-2000:]
+
+
 def test_cli_errors(tmp_path):
     env = launch_env(1)
     proc = subprocess.run([sys.executable, "-c", CLI, "train", "--data",

@@ -25,7 +25,7 @@ DEFAULTS = {"model": "lenet", "data": "fashion-mnist", "epochs": 5, "parallel": 
             "optimizer": "adamw", "lr": 2e-3, "momentum": 0.9, "weight_decay": 1e-4,
             "schedule": "cosine", "warmup": 0, "compress": "none", "accumulate": 1,
             "seed": 0, "limit": None, "dtype": "float32", "mode": None, "out": None,
-            "progress": True}
+            "progress": True, "graphs": "auto"}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,6 +57,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--limit", type=int, default=S, help="use only the first N training images")
     ap.add_argument("--dtype", choices=["float32", "float64"], default=S)
     ap.add_argument("--mode", choices=["client-server", "spmd"], default=S)
+    ap.add_argument("--graphs", choices=["auto", "on", "off"], default=S,
+                    help="capture the step as a CUDA graph (auto: on one GPU without fp16)")
     ap.add_argument("--out", default=S, help="output directory (default runs/MODEL-DATA)")
     ap.add_argument("--resume", default=None, help="continue the run saved in this directory")
     ap.add_argument("--no-progress", dest="progress", action="store_false", default=S)
@@ -134,7 +136,8 @@ def run(opts: dict) -> int:
     trainer = train.Trainer(net, opt, schedule=sched, schedule_per="step",
                             precision=opts["precision"], compress=compress,
                             accumulate=opts["accumulate"], progress=opts["progress"],
-                            seed=opts["seed"])
+                            seed=opts["seed"],
+                            graphs={"auto": "auto", "on": True, "off": False}[opts["graphs"]])
     out = Path(opts["out"])
     if opts.get("resume"):
         trainer.resume(out / "checkpoint")
@@ -151,9 +154,12 @@ def run(opts: dict) -> int:
     hist = trainer.fit(loader, opts["epochs"], val=val, out_dir=out)
     if is_root() and hist:
         r = hist[-1]
+        graphs = len(trainer.graphs.graphs) if trainer.graphs is not None else 0
         print(f"epoch {r['epoch']}: train loss {r['train_loss']:.4f}, test accuracy "
               f"{100 * r.get('test_accuracy', float('nan')):.2f}%, "
-              f"{r['images_per_s']:.0f} images/s; files in {out}")
+              f"{r['images_per_s']:.0f} images/s"
+              f"{f', steps replayed from {graphs} CUDA graph(s)' if graphs else ''}; "
+              f"files in {out}")
     dmath.finalize()
     return 0
 
