@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+import torch
 
 from .distribution import DimMap, dim_map
 from .layout import Dim, Layout
@@ -53,6 +54,16 @@ def global_indices(shape: Sequence[int], layout: Layout, grid: "Grid",
     rank = grid.rank if rank is None else rank
     return [m.indices(c) for m, c in zip(dim_maps(shape, layout, grid),
                                          shard_coords(layout, grid, rank))]
+
+
+def take_piece(t: torch.Tensor, idx: Sequence[np.ndarray]) -> torch.Tensor:
+    """The sub-tensor of ``t`` at ``idx`` (per leading dim an index array, e.g. from
+    ``global_indices``): ``t`` as it is along a dim the indices cover whole and in
+    order, a gather (``index_select``) along the others."""
+    for d, i in enumerate(idx):
+        if len(i) != t.shape[d] or (len(i) and (i[0] != 0 or np.any(np.diff(i) != 1))):
+            t = t.index_select(d, torch.from_numpy(np.asarray(i, np.int64)).to(t.device))
+    return t
 
 
 def is_summand_holder(layout: Layout, grid: "Grid", rank: int) -> bool:

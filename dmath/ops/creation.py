@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..array import FACTORY, OPERATORS, DArray, Dim, Layout, as_dtype, global_indices, local_shape
-from ..array.shards import is_summand_holder
+from ..array.shards import is_summand_holder, take_piece
 from ..runtime.comm import portable_error
 from ..runtime.dispatch import command
 from ._common import check_shape, device, dtype_or_default, grid_or_default, resolve_layout
@@ -141,14 +141,6 @@ def linspace(start: float, stop: float, num: int = 50, *, endpoint: bool = True,
     return _make((num,), layout, grid, fill)
 
 
-def _select(t: torch.Tensor, idx: list[np.ndarray]) -> torch.Tensor:
-    """Sub-array of ``t`` at the global indices ``idx`` (one array per dim)."""
-    for d, i in enumerate(idx):
-        if len(i) != t.shape[d] or (len(i) and (i[0] != 0 or np.any(np.diff(i) != 1))):
-            t = t.index_select(d, torch.from_numpy(i).to(t.device))
-    return t
-
-
 def _torch_source(tensor) -> torch.Tensor:
     """``tensor`` checked as host data ``from_torch`` can distribute."""
     if not isinstance(tensor, torch.Tensor):
@@ -221,7 +213,7 @@ def _distribute(data, to_tensor, layout, grid, root, dtype) -> DArray:
         if not holds[world.rank]:
             local = torch.zeros(local_shape(shape, lay, grid), dtype=t, device=device())
             return DArray(local, shape, lay, grid)
-        local = _select(src, global_indices(shape, lay, grid)).to(device=device(), dtype=t)
+        local = take_piece(src, global_indices(shape, lay, grid)).to(device=device(), dtype=t)
         if local.data_ptr() == src.data_ptr():   # own a copy, not the caller's memory
             local = local.clone()
         return DArray(local.contiguous(), shape, lay, grid)
@@ -230,7 +222,7 @@ def _distribute(data, to_tensor, layout, grid, root, dtype) -> DArray:
     flat = None
     if world.rank == root:
         src = src.cpu()
-        flat = torch.cat([_select(src, global_indices(shape, lay, grid, r)).reshape(-1)
+        flat = torch.cat([take_piece(src, global_indices(shape, lay, grid, r)).reshape(-1)
                           for r in range(world.size) if holds[r]])
     local = world.scatterv(flat, counts, root, src_dtype)
     if not holds[world.rank]:

@@ -78,7 +78,7 @@ class CudaGraph:
         self.graph.replay()
 
 
-_HOST_SYNCS = {"_local_scalar_dense", "nonzero", "item", "equal", "is_nonzero"}
+_HOST_SYNCS = {"_local_scalar_dense", "nonzero", "equal", "is_nonzero"}   # aten ops
 
 
 class _Recorder(TorchDispatchMode):
