@@ -243,7 +243,9 @@ def _launch(args, system: str, model: str, ranks: int, epochs: int, limit) -> di
         if system == "torch":
             env["OMP_NUM_THREADS"] = str(min(ranks, os.cpu_count() or 1))
         if system in ("ddp", "torch") and args.same_malloc:
-            env.update(MALLOC_MMAP_THRESHOLD_=str(32 << 20), MALLOC_TRIM_THRESHOLD_=str(1 << 30))
+            from dmath.runtime.memory import MMAP_THRESHOLD, TRIM_THRESHOLD
+            env.update(MALLOC_MMAP_THRESHOLD_=str(MMAP_THRESHOLD),
+                       MALLOC_TRIM_THRESHOLD_=str(TRIM_THRESHOLD))
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         cmd = mpiexec_command(n, [str(Path(__file__).resolve()), *extra])
         t0 = time.time()

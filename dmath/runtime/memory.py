@@ -108,6 +108,8 @@ def empty_like_device(shape: Sequence[int] | int, dtype: torch.dtype,
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3          # glibc's mallopt parameters
+MMAP_THRESHOLD = 32 << 20        # glibc's largest on 64-bit (env: MALLOC_MMAP_THRESHOLD_)
+TRIM_THRESHOLD = 1 << 30         # (env: MALLOC_TRIM_THRESHOLD_)
 
 
 def keep_freed_host_memory() -> bool:
@@ -129,5 +131,5 @@ def keep_freed_host_memory() -> bool:
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
-    ok = bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20))        # glibc's largest on 64-bit
-    return bool(mallopt(_M_TRIM_THRESHOLD, 1 << 30)) and ok
+    ok = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    return bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)) and ok
