@@ -22,6 +22,8 @@ def run_mpi(script: str | Path, n: int, *args: str, timeout: float = 300,
     """Run ``script`` on ``n`` ranks; return the finished process (output captured)."""
     full_env = launch_env(n)
     full_env["PYTHONUNBUFFERED"] = "1"
+    # every new array checks its piece against its layout (a wrong plan fails loudly)
+    full_env.setdefault("DMATH_CHECK", "1")
     full_env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent),
                                               full_env.get("PYTHONPATH", "")])
     if env:

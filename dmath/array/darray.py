@@ -15,6 +15,7 @@ call on rank 0 runs on every rank. Every in-place write bumps ``version``
 from __future__ import annotations
 
 import math
+import os
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -24,12 +25,14 @@ import torch
 from ..runtime import caching, context
 from ..runtime import dispatch as _dispatch
 from ..runtime.dispatch import CommandTable, command
+from ..runtime.plans import PlanCache
 from .dtypes import as_dtype, to_numpy_dtype
 from .layout import Layout
 from .redistribute import LocalSlice, ZeroPartial, execute, plan
 from .shards import dim_maps, global_indices, is_primary, local_shape
 
-OPERATORS: dict[str, Callable] = CommandTable("dmath.operator")   # values become commands
+OPERATORS: dict[str, Callable] = CommandTable("dmath.operator")
+_MOVES = PlanCache("redistribute")   # (shape, layout, grid, target, grid, method) -> plan   # values become commands
 # numpy's protocols ("ufunc", "function"): plain functions the ops layer installs
 # (dmath.ops.numpy_protocol); they call commands themselves.
 NUMPY_HOOKS: dict[str, Callable] = {}
@@ -57,9 +60,29 @@ def _host_cache_agreed() -> bool:
     return _dispatch._session is None and context().mode != "client-server"
 
 
+# DMATH_CHECK=1: every new array checks its piece against its layout (tests, debugging).
+CHECK = os.environ.get("DMATH_CHECK", "0") not in ("", "0")
+
+
+def _check_piece(local: torch.Tensor, shape: tuple, layout: Layout, grid) -> None:
+    if not all(type(n) is int for n in shape):
+        raise TypeError(f"DArray shape {shape} must hold Python ints")
+    expect = local_shape(shape, layout, grid)
+    if tuple(local.shape) != expect:
+        raise ValueError(f"local piece has shape {tuple(local.shape)} but {layout} of "
+                         f"{shape} on {grid!r} gives rank {grid.rank} {expect}")
+
+
 def _op(name: str) -> Callable:
     def method(self, *args, **kwargs):
         return OPERATORS[name](self, *args, **kwargs)
+    method.__name__ = f"__{name}__"
+    return method
+
+
+def _binop(name: str) -> Callable:
+    def method(self, other):
+        return OPERATORS[name](self, other)
     method.__name__ = f"__{name}__"
     return method
 
@@ -70,19 +93,31 @@ class DArray:
     __array_priority__ = 100  # numpy defers binary operators to us
 
     def __init__(self, local: torch.Tensor, shape: Sequence[int], layout: Layout, grid):
-        self.shape = tuple(map(int, shape))
-        self.layout = layout
-        self.grid = grid
-        expect = local_shape(self.shape, layout, grid)
-        if tuple(local.shape) != expect:
-            raise ValueError(f"local piece has shape {tuple(local.shape)} but {layout} of "
-                             f"{self.shape} on {grid!r} gives rank {grid.rank} {expect}")
+        """Trusted: ``local`` must be this rank's piece of ``layout`` of ``shape`` on
+        ``grid`` (``layout`` resolved). dmath's ops build their results this way
+        without re-checking what their plans already guarantee; users wrap pieces
+        with ``dmath.from_local``, which checks every rank. ``DMATH_CHECK=1`` checks
+        here too (the tests' way to catch a wrong plan)."""
+        if type(shape) is not tuple:
+            shape = tuple(map(int, shape))
+        if CHECK:
+            _check_piece(local, shape, layout, grid)
         if _dispatch._client is not None:
             _dispatch.check_outside_command("creating a DArray")
+        self.shape = shape
+        self.layout = layout
+        self.grid = grid
         self._local = local
         self._version = 0
         self._host_cache: tuple[int, Any] | None = None
-        self._uid = caching.track(self)
+
+    @property
+    def _uid(self) -> int:
+        """A key no other array of this process had (the layout cache's), made when asked."""
+        u = self.__dict__.get("_uid_")
+        if u is None:
+            u = self._uid_ = caching.next_uid()
+        return u
 
     # -- basic facts ---------------------------------------------------------------
     @property
@@ -181,6 +216,21 @@ class DArray:
         return plan(self.shape, self.layout, self.grid, self._resolve(layout, grid), grid,
                     self.grid.rank, method)
 
+    def _plan_move(self, layout: Layout, grid, method: str) -> tuple:
+        """(steps, target layout, bytes-deciding size or 0): the plan of ``redistribute``.
+        The size is the busiest rank's element count when the result is a replicating
+        copy that needed communication (cached in ``caching.LAYOUTS``), else 0."""
+        steps = self.redistribution_plan(layout, grid, method)
+        if not steps:
+            return steps, None, 0
+        dst = steps[-1].dst
+        # Replicating copies (more elements on the busiest rank than the source) that
+        # needed communication are cached; the size is the same number on every rank.
+        most = _most_elements(self.shape, dst, grid)
+        cached = (method == "auto" and most > _most_elements(self.shape, self.layout, self.grid)
+                  and not all(isinstance(s, (LocalSlice, ZeroPartial)) for s in steps))
+        return steps, dst, most if cached else 0
+
     @command
     def redistribute(self, layout: Layout, grid=None, method: str = "auto") -> "DArray":
         """This array in ``layout`` (on ``grid``, default: the same grid).
@@ -190,16 +240,16 @@ class DArray:
         cached until this array changes, so the result may be shared: do not
         write it in place (copy it first)."""
         grid = self.grid if grid is None else grid
-        steps = self.redistribution_plan(layout, grid, method)
+        key = (self.shape, self.layout, self.grid, layout, grid, method)
+        p = _MOVES.get(key) if type(layout) is Layout else None
+        if p is None:
+            p = self._plan_move(layout, grid, method)
+            if type(layout) is Layout:
+                _MOVES.put(key, p)
+        steps, dst, most = p
         if not steps:
             return self
-        dst = steps[-1].dst
-        # Replicating copies (more elements on the busiest rank than the source) that
-        # needed communication are cached; the size is the same number on every rank.
-        most = _most_elements(self.shape, dst, grid)
-        cached = (method == "auto" and most > _most_elements(self.shape, self.layout, self.grid)
-                  and not all(isinstance(s, (LocalSlice, ZeroPartial)) for s in steps))
-        if cached:
+        if most:
             hit = caching.LAYOUTS.get(self, (dst, grid))
             if hit is not None:
                 return hit
@@ -212,7 +262,7 @@ class DArray:
             # would differ between ranks (caches then hit on some ranks only).
             local = local.clone()
         out = DArray(local, self.shape, dst, grid)
-        if cached:
+        if most:
             out._cached = True
             caching.LAYOUTS.put(self, (dst, grid), out, most * out._local.element_size())
         return out
@@ -387,6 +437,8 @@ class DArray:
         """The value of a 1-element array as a Python scalar (on every rank)."""
         if self.size != 1:
             raise ValueError(f"item() needs a 1-element array, this one has shape {self.shape}")
+        if _dispatch._client is None and self.layout.is_replicated:
+            return self._local.item()       # every rank holds the value: no collective
         return self.to_numpy().reshape(()).item()
 
     def __float__(self):
@@ -404,7 +456,8 @@ class DArray:
                   "rmatmul", "and", "or", "xor", "invert", "floordiv", "mod", "getitem",
                   "rfloordiv", "rmod", "rand", "ror", "rxor", "pos", "iadd", "isub", "imul",
                   "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor"):
-        locals()[f"__{_name}__"] = _op(_name)
+        locals()[f"__{_name}__"] = _op(_name) if _name in ("neg", "abs", "invert", "pos") \
+            else _binop(_name)
     del _name
     __setitem__ = _op("setitem")      # dmath.ops.indexing: in place, all-or-nothing
 
@@ -412,3 +465,4 @@ class DArray:
 
 
 _dispatch.register_handle_type(DArray)
+caching.track_type(DArray)

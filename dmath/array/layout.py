@@ -121,6 +121,11 @@ class Layout:
         return len(self.dims)
 
     @property
+    def is_replicated(self) -> bool:
+        """Every rank holds all of it (no sharded dim, no partial sums)."""
+        return not self.partial and not any(d.axes for d in self.dims)
+
+    @property
     def used_axes(self) -> tuple:
         return tuple(a for d in self.dims for a in d.axes)
 

@@ -32,6 +32,7 @@ import torch
 
 from ..array import DArray, Dim, Layout, as_dtype, local_shape
 from ..runtime.dispatch import command
+from ..runtime.plans import PlanCache
 from . import cost, replicate, stationary, summa, summa25d
 from .kernels import local_gemm
 from .precision import acc_dtype, input_dtype, result_dtype
@@ -188,15 +189,6 @@ def problem(A, B, out_layout=None, out_dtype=None) -> tuple[cost.Problem, DArray
     return prob, A2.astype(prob.in_dtype, copy=False), B2.astype(prob.in_dtype, copy=False), (va, vb)
 
 
-def _finish_vector(C: DArray, va: bool, vb: bool) -> DArray:
-    if not (va or vb):
-        return C
-    keep = [d for d, v in ((0, va), (1, vb)) if not v]
-    local = C.local.reshape([C.local.shape[d] for d in keep])
-    return DArray(local, [C.shape[d] for d in keep],
-                  Layout(*[C.layout.dims[d] for d in keep], partial=C.layout.partial), C.grid)
-
-
 def _one_local_gemm(grid, algorithm: str) -> bool:
     """Whether the product is just the local GEMM: one rank, and no algorithm that
     replicates over a virtual depth even there (2.5-D)."""
@@ -212,6 +204,79 @@ def explain(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: s
     return _plan(_problem_of(A, B, out_layout, out_dtype), algorithm, cost.machine(A.device))
 
 
+class _Product:
+    """A planned ``matmul``: everything but the kernels and collectives, decided once
+    per (operand shapes, layouts, dtypes, grid, out_layout, algorithm, out_dtype)."""
+
+    __slots__ = ("prob", "views", "variant", "name", "kwargs", "out")
+
+    def __init__(self, A: DArray, B: DArray, out_layout, algorithm: str, out_dtype):
+        _check_algorithm(algorithm)
+        prob = self.prob = _problem_of(A, B, out_layout, out_dtype)
+        grid = prob.grid
+        # (shape, layout, local shape) of each operand seen as a matrix; None: as it is
+        self.views = []
+        for x, side, name in ((A, "left", "A"), (B, "right", "B")):
+            shape, layout, vec = _matrix_meta(x, side, name)
+            self.views.append((shape, layout, local_shape(shape, layout, grid)) if vec else None)
+        va, vb = (v is not None for v in self.views)
+        self.variant = self.name = None
+        self.kwargs = {}
+        if not _one_local_gemm(grid, algorithm):
+            choice = _plan(prob, algorithm, cost.machine(A.device)).choice
+            self.variant, self.name = VARIANTS[choice.algorithm], choice.algorithm
+            if choice.params.get("c"):
+                self.kwargs = {"c": choice.params["c"]}
+        # the result: C (m, n) in prob.out_layout, then the vector dims dropped
+        keep = [d for d, v in ((0, va), (1, vb)) if not v]
+        if va or vb:
+            shape = tuple((prob.m, prob.n)[d] for d in keep)
+            layout = Layout(*[prob.out_layout.dims[d] for d in keep],
+                            partial=prob.out_layout.partial)
+            self.out = (shape, layout, local_shape(shape, layout, grid))
+        else:
+            self.out = None
+
+    def _matrix(self, x: DArray, i: int) -> DArray:
+        v = self.views[i]
+        if v is not None:
+            x = DArray(x._local.reshape(v[2]), v[0], v[1], x.grid)
+        return x.astype(self.prob.in_dtype, copy=False)
+
+    def run(self, A: DArray, B: DArray) -> DArray:
+        prob = self.prob
+        A2, B2 = self._matrix(A, 0), self._matrix(B, 1)
+        if self.variant is None:
+            # one rank: every algorithm is the local GEMM
+            C = DArray(local_gemm(A2._local, B2._local, dtype=prob.out_dtype), (prob.m, prob.n),
+                       prob.out_layout, prob.grid)
+        else:
+            C = self.variant.run(A2, B2, prob, self.name, **self.kwargs)
+            if not C.layout.partial:
+                C = C.astype(prob.out_dtype, copy=False)
+            C = C.redistribute(prob.out_layout, prob.grid).astype(prob.out_dtype, copy=False)
+        if self.out is None:
+            return C
+        shape, layout, local = self.out
+        return DArray(C._local.reshape(local), shape, layout, C.grid)
+
+
+_PRODUCTS = PlanCache("matmul")
+
+
+def _product(A: DArray, B: DArray, out_layout, algorithm: str, out_dtype) -> _Product:
+    if type(A) is not DArray or type(B) is not DArray:
+        return _Product(A, B, out_layout, algorithm, out_dtype)     # raises the TypeError
+    key = (A.shape, A.layout, A._local.dtype, A.grid, B.shape, B.layout, B._local.dtype, B.grid,
+           out_layout, algorithm, out_dtype)
+    try:
+        p = _PRODUCTS.get(key)
+    except TypeError:                     # an unhashable argument: checked (and refused) below
+        return _Product(A, B, out_layout, algorithm, out_dtype)
+    return p if p is not None else _PRODUCTS.put(key, _Product(A, B, out_layout, algorithm,
+                                                               out_dtype))
+
+
 @command
 def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: str = "auto",
            out_dtype=None) -> DArray:
@@ -219,22 +284,9 @@ def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: st
 
     ``out_layout``: C's layout (default ``default_out_layout``); ``algorithm``:
     one of ``ALGORITHMS``; ``out_dtype``: e.g. float32 for half inputs
-    (mixed precision: float32 accumulation and result)."""
-    _check_algorithm(algorithm)
-    prob, A2, B2, (va, vb) = problem(A, B, out_layout, out_dtype)
-    if _one_local_gemm(prob.grid, algorithm):
-        # one rank: every algorithm is the local GEMM (plan and checks cached above)
-        C = DArray(local_gemm(A2.local, B2.local, dtype=prob.out_dtype), (prob.m, prob.n),
-                   prob.out_layout, prob.grid)
-        return _finish_vector(C, va, vb)
-    plan = _plan(prob, algorithm, cost.machine(A2.device))
-    name = plan.choice.algorithm
-    kwargs = plan.choice.params.get("c") and {"c": plan.choice.params["c"]} or {}
-    C = VARIANTS[name].run(A2, B2, prob, name, **kwargs)
-    if not C.layout.partial:
-        C = C.astype(prob.out_dtype, copy=False)
-    C = C.redistribute(prob.out_layout, prob.grid).astype(prob.out_dtype, copy=False)
-    return _finish_vector(C, va, vb)
+    (mixed precision: float32 accumulation and result). Planned once per
+    operand description (``_Product``)."""
+    return _product(A, B, out_layout, algorithm, out_dtype).run(A, B)
 
 
 def _gemm_args(args: tuple, given: dict) -> tuple:

@@ -34,6 +34,7 @@ from ..ops import reductions
 from ..ops.elementwise import multiply
 from ..ops.creation import zeros
 from ..runtime.dispatch import command
+from ..runtime.plans import PlanCache
 from .matmul import matmul as matmul_2d
 from .precision import result_dtype
 
@@ -211,6 +212,32 @@ def tensordot(a: DArray, b: DArray, axes=2) -> DArray:
 
 
 # -- dot, vdot --------------------------------------------------------------------------------
+_INNER = PlanCache("inner product")
+
+
+def _inner_plan(a: DArray, b: DArray):
+    """(b's layout to align to, the communicator of the sum) for ``dot`` of two
+    1-D float arrays of one dtype, neither partial: one local dot and one
+    all-reduce of a scalar. False: the general path (GEMM) instead."""
+    if a.shape != b.shape or a.grid != b.grid or a.layout.partial or b.layout.partial \
+            or a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float64):
+        return False
+    axes = a.layout.dims[0].axes
+    return Layout(a.layout.dims[0]), (a.grid.comm(axes) if axes else None)
+
+
+def _inner(a: DArray, b: DArray, layout: Layout, comm) -> DArray:
+    """sum(a * b) as a replicated 0-d array (see ``_inner_plan``)."""
+    y = b._local if b.layout == layout else b.redistribute(layout)._local
+    r = torch.dot(a._local, y)
+    if comm is not None:
+        r = comm.allreduce(r)
+    return DArray(r, (), _SCALAR, a.grid)
+
+
+_SCALAR = Layout()
+
+
 @command
 def dot(a: DArray, b: DArray) -> DArray:
     """numpy's dot: 0-d operands multiply; 1-D/2-D operands are matmul (1-D x 1-D: the
@@ -220,6 +247,13 @@ def dot(a: DArray, b: DArray) -> DArray:
     _darray(b, "dot", "b")
     if a.ndim == 0 or b.ndim == 0:
         return multiply(a, b)
+    if a.ndim == 1 and b.ndim == 1:
+        key = (a.shape, a.layout, a._local.dtype, b.shape, b.layout, b._local.dtype, a.grid, b.grid)
+        p = _INNER.get(key)
+        if p is None:
+            p = _INNER.put(key, _inner_plan(a, b))
+        if p is not False:
+            return _inner(a, b, *p)
     if a.ndim <= 2 and b.ndim <= 2:
         return matmul_2d(a, b)
     return tensordot(a, b, axes=([a.ndim - 1], [max(b.ndim - 2, 0)]))

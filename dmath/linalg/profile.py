@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..runtime import agreed
+from ..runtime import agreed, plans
 
 DEFAULTS = {
     "alpha": 5e-6,            # 5 us per message
@@ -111,13 +112,26 @@ def _session_profile() -> tuple[str, tuple[dict, bool]]:
 agreed.register("tune profile", _session_profile)
 
 
+def _mtime() -> float:
+    """The tune file's modification time (-1: none), looked at most once a second:
+    the GEMM kernel choice asks on every product."""
+    now = time.monotonic()
+    if now - _STAT[0] > 1.0:
+        try:
+            mtime = path().stat().st_mtime
+        except OSError:
+            mtime = -1.0
+        _STAT[:] = [now, mtime]
+    return _STAT[1]
+
+
+_STAT = [-2.0, -1.0]       # (when looked, mtime)
+
+
 def _load_here(device: torch.device, threads: int | None = None) -> tuple[dict, bool]:
     """``load`` from this rank's file."""
     key = fingerprint(device, threads)
-    try:
-        mtime = path().stat().st_mtime
-    except OSError:
-        mtime = -1.0
+    mtime = _mtime()
     found = _cached(key, mtime) if mtime >= 0 else None
     base = GPU_DEFAULTS if device.type == "cuda" else DEFAULTS
     if not found:
@@ -137,4 +151,6 @@ def save(device: torch.device, profile: dict, threads: int | None = None) -> Pat
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     tmp.replace(p)
     _cached.cache_clear()
+    _STAT[0] = -2.0
+    plans.clear()                   # GEMM plans were chosen with the old constants
     return p

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import builtins
 import math
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
 from ..array import OPERATORS, DArray, Dim, Layout, as_dtype, global_indices, local_shape
 from ..runtime.dispatch import command
+from ..runtime.plans import PlanCache
 
 Axis = "int | tuple[int, ...] | None"
 _BIG = torch.iinfo(torch.int64).max
@@ -116,18 +117,40 @@ def _reduced_shape(x: torch.Tensor, axes: tuple, keepdims: bool) -> list:
     return [1 if k in axes else n for k, n in enumerate(x.shape) if keepdims or k not in axes]
 
 
+class _Reduction(NamedTuple):
+    """A planned reduction of one array description over ``axes``."""
+    comm: object            # the Comm over the grid axes to reduce over, or None
+    shape: tuple            # the result's
+    layout: Layout          # the result's (resolved)
+    local_shape: tuple      # the local result's
+
+
+_REDUCTIONS = PlanCache("reduction")
+
+
+def _reduction(a: DArray, axes: tuple, keepdims: bool, with_partial: bool) -> _Reduction:
+    key = (a.shape, a.layout, a.grid, axes, keepdims, with_partial)
+    p = _REDUCTIONS.get(key)
+    if p is None:
+        shape, layout = _out(a, axes, keepdims)
+        comm_axes = _comm_axes(a, axes, with_partial)
+        p = _REDUCTIONS.put(key, _Reduction(
+            a.grid.comm(comm_axes) if comm_axes else None, shape,
+            layout.resolve(a.grid, len(shape)), tuple(_reduced_shape(a.local, axes, keepdims))))
+    return p
+
+
 def _wrap(a: DArray, local: torch.Tensor, axes: tuple, keepdims: bool) -> DArray:
-    shape, layout = _out(a, axes, keepdims)
-    return DArray(local.reshape(_reduced_shape(a.local, axes, keepdims)), shape,
-                  layout.resolve(a.grid, len(shape)), a.grid)
+    p = _reduction(a, axes, keepdims, False)
+    return DArray(local.reshape(p.local_shape), p.shape, p.layout, a.grid)
 
 
 def _finish(a: DArray, local: torch.Tensor, axes: tuple, keepdims: bool, op: str,
             with_partial: bool = False) -> DArray:
-    comm_axes = _comm_axes(a, axes, with_partial)
-    if comm_axes:
-        local = a.grid.comm(comm_axes).allreduce(local, op)
-    return _wrap(a, local, axes, keepdims)
+    p = _reduction(a, axes, keepdims, with_partial)
+    if p.comm is not None:
+        local = p.comm.allreduce(local, op)
+    return DArray(local.reshape(p.local_shape), p.shape, p.layout, a.grid)
 
 
 def _floating(t: torch.dtype) -> bool:

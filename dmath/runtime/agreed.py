@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
+from . import plans
 from .dispatch import command
 
 __all__ = ["register", "get", "is_agreed", "agree", "refresh", "override", "forget"]
@@ -65,6 +66,7 @@ def agree(world) -> None:
     for name, apply in _APPLY.items():
         if name in values:
             apply(values[name])
+    plans.clear()                   # plans may depend on the settings (the tune profile)
 
 
 @command
@@ -79,6 +81,7 @@ def refresh() -> None:
 def _set(name: str, value: Any) -> None:
     if _STATE["agreed"]:
         _VALUES[name] = value
+    plans.clear()
 
 
 @contextlib.contextmanager
@@ -93,6 +96,7 @@ def override(name: str, value: Any) -> Iterator[None]:
         _set(name, value)
     else:                                    # one rank: nothing to agree with
         _STATE["agreed"], _VALUES[name] = True, value
+        plans.clear()
     try:
         yield
     finally:
@@ -101,9 +105,11 @@ def override(name: str, value: Any) -> Iterator[None]:
         else:
             _STATE["agreed"] = False
             _VALUES.pop(name, None)
+            plans.clear()
 
 
 def forget() -> None:
     """Back to each rank's own readings (at ``finalize``, and in a world of one rank)."""
     _VALUES.clear()
     _STATE["agreed"] = False
+    plans.clear()

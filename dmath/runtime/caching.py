@@ -12,11 +12,12 @@ on values that are equal on every rank (array ids and versions, layouts, the
 bytes a copy takes on the rank that holds the most of it), never on when a
 rank's garbage collector ran, so no rank skips a collective another runs.
 
-``track``/``live``: every array registers itself (a weak reference), so
-``dmath.memory_stats`` can count live arrays and the bytes of their pieces.
+``live``: the arrays alive on this rank (asked of the garbage collector), so
+``dmath.memory_stats`` can count them and the bytes of their pieces.
 """
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import weakref
@@ -152,27 +153,20 @@ def set_cache_budget(nbytes: int) -> None:
 
 
 # -- live arrays ---------------------------------------------------------------------------
-class _LiveRef(weakref.ref):
-    __slots__ = ("uid",)
+# Arrays are not registered one by one (a result costs nothing here); the census asks
+# the garbage collector, which tracks every object with a __dict__.
+_ARRAY_TYPES: list[type] = []
+next_uid = itertools.count(1).__next__      # a key no other array of this process had
 
 
-_LIVE: dict[int, _LiveRef] = {}
-_next_uid = itertools.count(1).__next__
-
-
-def _untrack(r: _LiveRef) -> None:
-    _LIVE.pop(r.uid, None)
-
-
-def track(obj) -> int:
-    """Count ``obj`` among the live arrays; returns its uid (unique in this process)."""
-    uid = _next_uid()
-    r = _LiveRef(obj, _untrack)
-    r.uid = uid
-    _LIVE[uid] = r
-    return uid
+def track_type(cls: type) -> type:
+    """Count instances of ``cls`` among the live arrays (``DArray``)."""
+    _ARRAY_TYPES.append(cls)
+    return cls
 
 
 def live() -> list:
-    """The live tracked arrays of this rank."""
-    return [a for a in (r() for r in list(_LIVE.values())) if a is not None]
+    """The live arrays of this rank (after a collection: unreachable ones are gone)."""
+    gc.collect()
+    kinds = tuple(_ARRAY_TYPES)
+    return [o for o in gc.get_objects() if isinstance(o, kinds)]
