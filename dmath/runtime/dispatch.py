@@ -40,7 +40,8 @@ collected; a failure only on servers raises ``RemoteError`` on rank 0, which
 is also an instance of the remote exception's type when that type is
 importable (``except ValueError`` still works). The session stays usable.
 
-One thread on rank 0 drives a session (``_client`` is process-wide).
+One thread on rank 0 drives a session (``_client`` is process-wide): a command
+called from another thread raises RuntimeError before anything is sent.
 
 No hang. A rank that fails alone before a collective the others wait in
 would leave them blocked for ever. Three rules keep that from happening:
@@ -184,10 +185,23 @@ def command(fn: Callable | None = None, *, name: str | None = None, sync: bool =
     def wrapper(*args, **kwargs):
         client = _client
         if client is None:
+            if _session is not None and _session.thread != _get_ident():
+                _other_thread()
             return fn(*args, **kwargs)
         return client.call(spec, args, kwargs)
     wrapper.__dmath_command__ = key
     return wrapper
+
+
+_get_ident = threading.get_ident
+
+
+def _other_thread() -> None:
+    raise RuntimeError(
+        f"dmath: thread {threading.current_thread().name!r} called a dmath op, but this "
+        "client-server session is driven by the thread that started it; one thread drives a "
+        "session (the servers run rank 0's commands in order). Call dmath from that thread, "
+        "e.g. hand work to it through a queue.Queue")
 
 
 class _Spec:
@@ -333,6 +347,7 @@ class Client:
 
     def __init__(self, world, errors: str | None = None, local_size: int = 1):
         self.channel = Channel(world, local_size)
+        self.thread = threading.get_ident()     # the one thread that drives the session
         self.seq = 0
         errors = errors or os.environ.get("DMATH_ERRORS") or "eager"
         if errors not in ("eager", "lazy"):
@@ -370,6 +385,8 @@ class Client:
     def call(self, spec: _Spec, args: tuple, kwargs: dict):
         """Send the command, run it on rank 0's pieces, keep its arrays, check errors."""
         global _client
+        if _get_ident() != self.thread:
+            _other_thread()
         if self.broken:
             if self.lost:
                 raise RuntimeError(f"this dmath session is unusable ({self.broken}); a new "
