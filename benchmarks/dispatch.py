@@ -16,6 +16,13 @@ ones — and times, on rank 0, batches of a tiny op:
 * ``sum(A)``    a reduction to a scalar array (one 8-byte all-reduce);
 * ``nn step``   one SGD step of a small data-parallel net (``dmath.nn``: about 20
                 commands in client-server mode);
+* ``dot(v, v)``  of two float64 1024-vectors, row-block, to a Python float
+                (one local dot, one 8-byte all-reduce, ``.item()``);
+* ``M @ v``     1024x1024 row-block matrix times a row-block vector (an
+                all-gather of v, a local matvec); ``torch M @ v`` the local
+                matvec alone on one rank's rows;
+* ``CG step``   one iteration of dense conjugate gradients with those (a
+                matvec, two dots, three vector updates);
 
 then a stream of ``--stream`` small ops (``A + 1``) end to end. A batch ends
 when every rank is done (a barrier in SPMD, ``dmath.sync()`` in client-server
@@ -68,6 +75,29 @@ def _nn_step():
     return step
 
 
+def _vector_ops() -> dict:
+    """dot, matvec and one dense CG iteration on n=1024 float64, row-block."""
+    rows = dmath.row_block()
+    M = dmath.random.normal((1024, 1024), seed=0, layout=rows)
+    M = M + M.T + 100.0 * dmath.eye(1024, layout=rows)
+    v = dmath.random.normal((1024,), seed=1, layout=rows)
+    m, w = M.local, v.local.new_ones(1024)
+    state = {"x": dmath.zeros((1024,), layout=rows), "r": v, "p": v,
+             "rs": dmath.dot(v, v).item()}
+
+    def cg_step():
+        s = state
+        ap = M @ s["p"]
+        alpha = s["rs"] / dmath.dot(s["p"], ap).item()
+        s["x"] = s["x"] + alpha * s["p"]
+        s["r"] = s["r"] - alpha * ap
+        rs = dmath.dot(s["r"], s["r"]).item()
+        s["p"] = s["r"] + (rs / s["rs"]) * s["p"]
+        s["rs"] = rs if rs > 1e-200 else dmath.dot(v, v).item()   # restart once converged
+    return {"dot(v, v)": lambda: dmath.dot(v, v).item(), "M @ v": lambda: M @ v,
+            "torch M @ v": lambda: m @ w, "CG step": cg_step}
+
+
 def _child(mode: str, stream: int, batches: int, per_batch: int, device: str) -> None:
     errors = None
     if mode.startswith("client-server"):
@@ -88,10 +118,12 @@ def _child(mode: str, stream: int, batches: int, per_batch: int, device: str) ->
         nonlocal A
         A += 1.0
     ops = {"command": nothing, "torch t + 1": lambda: t + 1.0, "A + 1": lambda: A + 1.0,
-           "A += 1": inplace, "sum(A)": lambda: dmath.sum(A), "nn step": _nn_step()}
+           "A += 1": inplace, "sum(A)": lambda: dmath.sum(A), "nn step": _nn_step(),
+           **_vector_ops()}
+    heavy = ("nn step", "M @ v", "torch M @ v", "CG step")
     out = {}
     for name, op in ops.items():
-        reps = per_batch if name != "nn step" else max(1, per_batch // 20)
+        reps = per_batch if name not in heavy else max(1, per_batch // 20)
         for _ in range(reps):                # warm-up: plans, caches, code paths
             op()
         done()
@@ -148,7 +180,8 @@ def _verdict(rows, stream: int, commands: int) -> str:
     two = {r[1].split(" (")[0]: r for r in rows if r[0] == 2}
     if not two:
         return ""
-    per_op = {k: (r[5], r[6]) for k, r in two.items() if not k.startswith(("stream", "nn"))}
+    per_op = {k: (r[5], r[6]) for k, r in two.items()
+              if k in ("command", "A + 1", "A += 1", "sum(A)", "dot(v, v)")}
     s = next((r for k, r in two.items() if k.startswith("stream")), None)
     if s is not None:   # ms for the whole stream -> us per op
         per_op["stream"] = (s[5] * 1e3 / stream, s[6] * 1e3 / stream)

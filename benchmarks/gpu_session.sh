@@ -8,6 +8,10 @@
 #   bash benchmarks/gpu_session.sh redistribute  # redistribution tests on CUDA; its benchmark on CUDA
 #                                          # and on CPU tensors with 4 and 8 ranks (a core each)
 #   bash benchmarks/gpu_session.sh indexing  # indexing / shape tests on CUDA (1-4 ranks), benchmarks/indexing.py --gpu
+#   bash benchmarks/gpu_session.sh hotpath  # train.py --gpu (dmath, torch eager, torch whole-step
+#                                          # CUDA graph, torch.compile), one matmul call vs torch
+#   bash benchmarks/gpu_session.sh cpu16    # the 16-core host's CPUs: iterative.py (CG, power
+#                                          # iteration vs numpy threads), dispatch.py
 #   bash benchmarks/gpu_session.sh operators  # operator tests on CUDA (1-4 ranks, both modes); dispatch
 #                                          # benchmark on CPU tensors (quiet host: writes docs) and --gpu
 # Logs go to $OUT (the device tool's output folder) or benchmarks/out.
@@ -45,6 +49,20 @@ case "${1:-tests}" in
     [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
     timeout 560 python3 benchmarks/train.py --gpu 2>&1 | tee "$OUT/gpu_train.log" | tail -20
     cp docs/performance.md docs/img/train_*_gpu.png "$OUT"/ 2>/dev/null
+    ;;
+  hotpath)
+    [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
+    sys=dmath,dmath-eager,torch,torch-graph,torch-compile
+    timeout 120 python3 benchmarks/train.py --gpu --models lenet --systems torch-graph,torch-compile \
+        --epochs 1 --limit 2560 --no-doc > "$OUT/gpu_train_smoke.log" 2>&1 || { sys=dmath,dmath-eager,torch; tail -30 "$OUT/gpu_train_smoke.log"; }
+    timeout 420 python3 benchmarks/train.py --gpu --epochs ${EPOCHS:-3} --systems $sys 2>&1 | tee "$OUT/gpu_train.log" | tail -12
+    cp docs/performance.md docs/img/train_*_gpu.png "$OUT"/ 2>/dev/null
+    timeout 60 python3 benchmarks/gemm_call.py --gpu 2>&1 | tee "$OUT/gpu_gemm_call.log"
+    ;;
+  cpu16)
+    export DMATH_DEVICE=cpu
+    timeout 330 python3 benchmarks/iterative.py --n 1024 16384 --ranks 1 2 4 16 --no-doc 2>&1 | tee "$OUT/cpu16_iterative.log" | tail -10
+    timeout 200 python3 benchmarks/dispatch.py --ranks 1 2 --no-doc 2>&1 | tee "$OUT/cpu16_dispatch.log" | tail -26
     ;;
   solvers)
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_solvers.py 2>&1 | tee "$OUT/gpu_solvers_tests.log" | tail -5

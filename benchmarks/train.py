@@ -2,7 +2,8 @@
 
     python -m dmath.cli data fetch fashion-mnist     # once (or: make data)
     python benchmarks/train.py                   # CPU: 2 and 4 ranks; torch plain and DDP (gloo)
-    python benchmarks/train.py --gpu             # 1 GPU: dmath 1 rank vs torch eager
+    python benchmarks/train.py --gpu             # 1 GPU: dmath 1 rank vs torch eager, torch
+                                                 # whole-step CUDA graph, torch.compile
 
 Each model (``--models``: ``lenet``, ``resnet`` of ``dmath.train.models``)
 is trained with the same recipe by every system: AdamW (lr 2e-3, weight
@@ -14,7 +15,12 @@ data-parallel layout splits the batch), test accuracy after every epoch.
   array operation a command from rank 0), data parallel, on N ranks;
 * torch DDP: ``DistributedDataParallel`` over gloo on the same N ranks, each
   rank with cores/N threads;
-* torch plain: one process with min(N, cores) threads.
+* torch plain: one process with min(N, cores) threads;
+* on the GPU also "torch graph": the step a skilled torch user writes as one
+  whole-step CUDA graph (static batch buffers, ``AdamW(capturable=True)`` with
+  the learning rate a device tensor, ``torch.cuda.graph``; the first three
+  steps run eagerly on a side stream as the capture's warm-up), and "torch
+  compile": ``torch.compile(model)`` (default mode), eager optimizer.
 
 Figures: images/s over the training epochs after the first (epoch 1 pays
 warm-up: allocation, cuDNN autotuning, page faults on the memory-mapped
@@ -134,6 +140,8 @@ def worker_torch(args) -> dict:
     dev = torch.device("cuda" if args.gpu else "cpu")
     torch.manual_seed(RECIPE["seed"])
     model = torch_model(args.model).to(dev)
+    if args.torch_mode == "compile":
+        model = torch.compile(model)
     if args.ddp:
         from torch.nn.parallel import DistributedDataParallel
         model = DistributedDataParallel(model)
@@ -142,8 +150,10 @@ def worker_torch(args) -> dict:
     xs, ys, xt, yt = (t.to(dev) for t in (xs, ys, xt, yt))
     B = RECIPE["batch"]
     steps = len(xs) // B
-    opt = torch.optim.AdamW(model.parameters(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"])
     total = steps * args.epochs
+    if args.torch_mode == "graph":
+        return _torch_graph(args, model, xs, ys, xt, yt, steps, total)
+    opt = torch.optim.AdamW(model.parameters(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"])
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _cosine(s, total))
     mine = slice(*[int(v) for v in np.array_split(np.arange(B), size)[rank][[0, -1]] + [0, 1]])
     out = {"epochs": [], "step_losses": [], "device": str(dev)}
@@ -163,19 +173,7 @@ def worker_torch(args) -> dict:
             sched.step()
             losses.append(loss.detach())
         _sync(torch, dev)
-        seconds = time.perf_counter() - t0
-        model.eval()
-        with torch.no_grad():
-            hit, tl = 0, 0.0
-            for i in range(0, len(xt), RECIPE["test_batch"]):
-                z = model(xt[i:i + RECIPE["test_batch"]])
-                tl += F.cross_entropy(z, yt[i:i + RECIPE["test_batch"]], reduction="sum").item()
-                hit += (z.argmax(1) == yt[i:i + RECIPE["test_batch"]]).sum().item()
-        ls = torch.stack(losses).double().cpu().tolist()
-        out["step_losses"] += ls
-        out["epochs"].append({"seconds": seconds, "images": steps * B,
-                              "test_accuracy": hit / len(xt), "test_loss": tl / len(xt),
-                              "train_loss": float(np.mean(ls))})
+        _epoch_end(model, out, time.perf_counter() - t0, losses, xt, yt, steps * B)
     if args.ddp:
         t = torch.tensor([e["seconds"] for e in out["epochs"]], dtype=torch.float64)
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
@@ -183,6 +181,82 @@ def worker_torch(args) -> dict:
             e["seconds"] = s
         torch.distributed.destroy_process_group()
     return out if rank == 0 else None
+
+
+def _epoch_end(model, out, seconds, losses, xt, yt, images) -> None:
+    """Test accuracy/loss after an epoch; the epoch's record appended to ``out``."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    model.eval()
+    with torch.no_grad():
+        hit, tl = 0, 0.0
+        for i in range(0, len(xt), RECIPE["test_batch"]):
+            z = model(xt[i:i + RECIPE["test_batch"]])
+            tl += F.cross_entropy(z, yt[i:i + RECIPE["test_batch"]], reduction="sum").item()
+            hit += (z.argmax(1) == yt[i:i + RECIPE["test_batch"]]).sum().item()
+    ls = torch.stack(losses).double().cpu().tolist()
+    out["step_losses"] += ls
+    out["epochs"].append({"seconds": seconds, "images": images, "test_accuracy": hit / len(xt),
+                          "test_loss": tl / len(xt), "train_loss": float(np.mean(ls))})
+
+
+def _torch_graph(args, model, xs, ys, xt, yt, steps, total) -> dict:
+    """The whole training step as one CUDA graph, as a skilled torch user writes it:
+    static batch buffers, AdamW(capturable=True) with a device-tensor learning rate,
+    three eager warm-up steps on a side stream, then one replay per step."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    dev = xs.device
+    B = RECIPE["batch"]
+    lr = torch.tensor(RECIPE["lr"], device=dev)
+    opt = torch.optim.AdamW(model.parameters(), lr, weight_decay=RECIPE["weight_decay"],
+                            capturable=True)
+    xb, yb = xs[:B].clone(), ys[:B].clone()
+    graph, static_loss, done = None, None, 0
+    out = {"epochs": [], "step_losses": [], "device": str(dev)}
+
+    def eager_step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    for epoch in range(args.epochs):
+        perm = torch.from_numpy(np.random.default_rng([RECIPE["seed"], epoch]).permutation(
+            len(xs))).to(dev)
+        model.train()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        losses = []
+        for s in range(steps):
+            idx = perm[s * B:(s + 1) * B]
+            torch.index_select(xs, 0, idx, out=xb)
+            torch.index_select(ys, 0, idx, out=yb)
+            lr.fill_(RECIPE["lr"] * _cosine(done, total))
+            if graph is not None:
+                graph.replay()
+                losses.append(static_loss.clone())
+            elif done < 3:
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    losses.append(eager_step())
+                torch.cuda.current_stream().wait_stream(side)
+            else:
+                graph = torch.cuda.CUDAGraph()
+                opt.zero_grad(set_to_none=True)
+                with torch.cuda.graph(graph):
+                    static_loss = F.cross_entropy(model(xb), yb)
+                    static_loss.backward()
+                    opt.step()
+                graph.replay()
+                losses.append(static_loss.clone())
+            done += 1
+        torch.cuda.synchronize()
+        _epoch_end(model, out, time.perf_counter() - t0, losses, xt, yt, steps * B)
+    return out
 
 
 def _sync(torch, dev):
@@ -217,6 +291,8 @@ def _parse(argv):
     ap.add_argument("--no-graphs", dest="graphs", action="store_false", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--ddp", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--torch-mode", default="eager", choices=["eager", "graph", "compile"],
+                    help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--rendezvous", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -227,11 +303,13 @@ def _launch(args, system: str, model: str, ranks: int, epochs: int, limit) -> di
     from dmath.cli.launch import launch_env, mpiexec_command
     with tempfile.TemporaryDirectory() as tmp:
         res = Path(tmp) / "result.json"
-        extra = ["--worker", "torch" if system in ("ddp", "torch") else "dmath", "--model", model,
+        torch_side = system in ("ddp", "torch", "torch-graph", "torch-compile")
+        extra = ["--worker", "torch" if torch_side else "dmath", "--model", model,
                  "--epochs", str(epochs), "--data", args.data, "--result", str(res),
                  "--precision", args.precision, "--parallel", args.parallel]
         extra += ["--mode", args.mode] if args.mode else []
         extra += ["--no-graphs"] if system == "dmath-eager" else []
+        extra += ["--torch-mode", system[6:]] if system in ("torch-graph", "torch-compile") else []
         extra += ["--limit", str(limit)] if limit else []
         extra += ["--gpu"] if args.gpu else []
         if system == "ddp":
@@ -292,7 +370,8 @@ def main(argv=None) -> int:
         return 0
     sys.path.insert(0, str(ROOT))
     ranks = [1] if args.gpu else [int(r) for r in (args.ranks or "2,4").split(",")]
-    systems = ["dmath", "dmath-eager", "torch"] if args.gpu else ["dmath", "ddp", "torch"]
+    systems = (["dmath", "dmath-eager", "torch", "torch-graph", "torch-compile"] if args.gpu
+               else ["dmath", "ddp", "torch"])
     if args.systems:
         systems = [s for s in systems if s in args.systems.split(",")]
     rows, runs = [], {}
@@ -335,21 +414,21 @@ def _fmt_t(t):
 
 def _table(rows, systems, args) -> str:
     names = {"dmath": "dmath", "dmath-eager": "dmath no graphs", "ddp": "torch DDP",
-             "torch": "torch plain"}
+             "torch": "torch plain", "torch-graph": "torch graph", "torch-compile": "torch compile"}
     hdr = ["model", "ranks", "epochs x images"]
     for s in systems:
         hdr += [f"{names[s]} img/s", f"{names[s]} acc", f"{names[s]} to {args.target:.0%}"]
-    base_name = "torch" if args.gpu else "ddp"
-    mine = [s for s in ("dmath", "dmath-eager") if s in systems]
-    hdr += [f"{names[s]}/{'torch' if args.gpu else 'DDP'}" for s in mine]
+    ratios = ([("dmath", "torch"), ("dmath-eager", "torch"), ("dmath", "torch-graph")]
+              if args.gpu else [("dmath", "ddp"), ("dmath", "torch")])
+    ratios = [(a, b) for a, b in ratios if a in systems and b in systems]
+    hdr += [f"{names[a]}/{names[b]}" for a, b in ratios]
     out = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
     for model, n, epochs, limit, figs in rows:
         cells = [model, str(n), f"{epochs} x {limit or 60000}"]
         for s in systems:
             f = figs[s]
             cells += [f"{f['ips']:.0f}", f"{100 * f['final']:.2f}%", _fmt_t(f["tta"])]
-        base = figs.get(base_name)
-        cells += [f"{figs[s]['ips'] / base['ips']:.2f}x" if base else "-" for s in mine]
+        cells += [f"{figs[a]['ips'] / figs[b]['ips']:.2f}x" for a, b in ratios]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 

@@ -24,3 +24,10 @@ def test_fuzz_spmd(n, seeds):
 def test_fuzz_client_server():
     assert run_workers("fuzz_cases", 3, "--cs", "--seeds", "2000:2060", env=YIELD,
                        timeout=300) > 60
+
+
+def test_fuzz_planned_equals_unplanned():
+    """Plan caches and the fast paths that skip planning change no bit: each program
+    runs with them on and off (``dmath.runtime.plans.set_enabled``)."""
+    assert run_workers("fuzz_cases", 2, "--twin", "--no-fixed", "--seeds", "3000:3040",
+                       env=YIELD, timeout=300) >= 40

@@ -40,6 +40,7 @@ import torch
 from ..array import OPERATORS, DArray, Dim, Layout, as_dtype
 from ..array.dtypes import to_numpy_dtype
 from ..runtime.dispatch import command
+from ..runtime import plans
 from ._common import same_grid
 from .creation import from_numpy
 
@@ -359,7 +360,7 @@ def _register(name: str, ufunc: str | None, fn: Callable, linear_when: Callable 
     spec = OPS[name] = _OpSpec(name, ufunc, fn, linear_when)
     if arity == 2:
         def op(a, b):
-            r = spec._same(a, b)
+            r = spec._same(a, b) if plans.ENABLED else None
             return spec(a, b) if r is None else r
         op.__doc__ = f"Elementwise ``{name}`` with numpy broadcasting and dtypes."
     else:

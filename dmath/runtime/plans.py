@@ -11,8 +11,10 @@ valid for any array with the same description: nothing to invalidate when an
 array changes in place, and a changed layout, dtype, grid or setting is a
 different key.
 
-``DMATH_PLAN_CACHE=0`` (read at import) keeps nothing: every call plans
-anew. The tests run programs both ways and compare the results bit for bit.
+``DMATH_PLAN_CACHE=0`` (read at import; ``set_enabled`` at run time) keeps
+nothing and turns off the fast paths that skip planning: every call plans
+anew through the general path. The tests run the fuzz programs both ways and
+compare the results bit for bit.
 """
 from __future__ import annotations
 
@@ -47,6 +49,16 @@ class PlanCache(dict):
         """The plan for ``key``, made by ``make()`` on a miss."""
         p = self.get(key)
         return p if p is not None else self.put(key, make())
+
+
+def set_enabled(flag: bool) -> bool:
+    """Turn plan caching (and the planned fast paths) on or off; the old setting.
+    Turning it off forgets every plan."""
+    global ENABLED
+    old, ENABLED = ENABLED, bool(flag)
+    if not ENABLED:
+        clear()
+    return old
 
 
 def stats() -> dict:

@@ -52,6 +52,9 @@ ap.add_argument("--cs", action="store_true", help="client-server mode (rank 0 dr
 ap.add_argument("--verbose", action="store_true", help="print each program as it runs")
 ap.add_argument("--per-seed-timeout", type=float, default=60.0)
 ap.add_argument("--no-fixed", action="store_true", help="skip the fixed reproducers")
+ap.add_argument("--twin", action="store_true",
+                help="run each program twice, plan caches on and off (dmath.runtime.plans): "
+                     "the arrays must be equal bit for bit")
 ARGS = ap.parse_args()
 
 FLOATS = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
@@ -771,7 +774,7 @@ _W = np.array([w for _, w in STEPS], float)
 _W /= _W.sum()
 
 
-def run_program(seed: int) -> None:
+def run_program(seed: int) -> "Program":
     prog = Program(seed)
     lo, hi = (int(s) for s in ARGS.steps.split(":"))
     n = int(prog.rng.integers(lo, hi + 1))
@@ -791,6 +794,23 @@ def run_program(seed: int) -> None:
     finally:
         timer.cancel()
         timer.join()
+    return prog
+
+
+def run_twins(seed: int) -> None:
+    """The program of ``seed`` planned and unplanned: every array it left, bit for bit."""
+    from dmath.runtime import plans
+    got = []
+    for enabled in (True, False):
+        plans.set_enabled(enabled)
+        prog = run_program(seed)
+        got.append([(v.name, v.a.to_numpy()) for v in prog.vars])
+    plans.set_enabled(True)
+    if RANK != 0 and ARGS.cs:
+        return
+    for (name, x), (_, y) in zip(*got):
+        if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+            fail(prog, f"{name}: planned and unplanned runs differ\n{x!r}\n{y!r}")
 
 
 def hung(prog):
@@ -979,7 +999,7 @@ if not ARGS.no_fixed:
 a, b = (int(s) for s in ARGS.seeds.split(":"))
 t0 = time.time()
 for seed in range(a, b):
-    run_program(seed)
+    (run_twins if ARGS.twin else run_program)(seed)
     passed += 1
 if RANK == 0:
     print(f"fuzz: {b - a} programs in {time.time() - t0:.1f} s", flush=True)
