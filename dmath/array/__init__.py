@@ -8,7 +8,7 @@ layer installs in ``FACTORY`` (``dmath.ops.creation.array``), so both
 import sys as _sys
 import types as _types
 
-from .darray import OPERATORS, DArray
+from .darray import OPERATORS, DArray, touch_all
 from .distribution import numroc
 from .dtypes import as_dtype
 from .layout import (ALL, PRESETS, Dim, Layout, block_2d, block_cyclic, col_block,
@@ -18,7 +18,7 @@ from .shards import global_indices, local_shape
 
 __all__ = ["ALL", "OPERATORS", "PRESETS", "DArray", "Dim", "Layout", "as_dtype", "block_2d",
            "block_cyclic", "col_block", "element_cyclic", "global_indices", "local_shape",
-           "numroc", "redistribution_plan", "replicated", "row_block"]
+           "numroc", "redistribution_plan", "replicated", "row_block", "touch_all"]
 
 FACTORY: dict = {}     # "array" -> the creator, filled in by the ops layer
 

@@ -148,6 +148,9 @@ class DArray:
         """Record an in-place write: caches keyed on the version become stale, also
         those of the views sharing these pieces (``permute``, ``.T``), which see the
         write (their other-layout copies fail ``LAYOUTS``' version check)."""
+        self._touched()
+
+    def _touched(self) -> None:
         self._version += 1
         self._host_cache = None
         caching.LAYOUTS.forget(self)
@@ -462,6 +465,13 @@ class DArray:
     __setitem__ = _op("setitem")      # dmath.ops.indexing: in place, all-or-nothing
 
     __hash__ = object.__hash__
+
+
+def touch_all(arrays) -> None:
+    """``a.touch()`` for each of ``arrays``, on this rank only: for code that already
+    runs on every rank (a replayed training step), without a command per array."""
+    for a in arrays:
+        a._touched()
 
 
 _dispatch.register_handle_type(DArray)

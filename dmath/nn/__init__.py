@@ -14,6 +14,7 @@ same in client-server mode (rank 0 drives) as in SPMD mode.
 """
 from .activation import (bias_add_backward, bias_add_forward, dropout_backward, dropout_forward,
                          dropout_mask, gelu_backward, gelu_forward, relu_backward, relu_forward)
+from ._common import edits
 from .conv import ConvCtx, conv2d, conv2d_backward, conv2d_forward
 from .gradsync import GradReducer
 from .halo import Window, plan_halo
@@ -37,7 +38,7 @@ __all__ = [
     "avg_pool2d_backward", "avg_pool2d_forward", "batch_norm_backward", "batch_norm_forward",
     "bias_add_backward", "bias_add_forward", "choose_conv_layout", "conv2d", "conv2d_backward",
     "conv2d_forward", "conv_cost", "conv_layout", "dropout_backward", "dropout_forward",
-    "dropout_mask", "flatten_backward", "flatten_forward", "gelu_backward", "gelu_forward",
+    "dropout_mask", "edits", "flatten_backward", "flatten_forward", "gelu_backward", "gelu_forward",
     "linear_backward", "linear_forward", "matmul", "product_layout", "max_pool2d",
     "max_pool2d_backward", "max_pool2d_forward", "mse_loss_backward", "mse_loss_forward",
     "plan_halo", "reduce_loss_backward", "reduce_loss_forward", "relu_backward", "relu_forward",

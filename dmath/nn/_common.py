@@ -8,6 +8,21 @@ from ..array import DArray, Layout
 from ..array.distribution import dim_map
 
 
+_EDITS = [0]
+
+
+def edits() -> int:
+    """How many times a module's attribute or a parameter's master was set (any
+    layer's settings, children, buffers, weights): while it stays the same, a
+    model's description (its settings and its arrays) is the same."""
+    return _EDITS[0]
+
+
+def edited() -> None:
+    """Count an edit (``Module.__setattr__``, ``Param``'s master)."""
+    _EDITS[0] += 1
+
+
 def pair(v, name: str) -> tuple[int, int]:
     """``v`` or ``(v, v)`` as a pair of ints (torch's convention for 2-D ops)."""
     t = (v, v) if isinstance(v, int) else tuple(v)

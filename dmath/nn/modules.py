@@ -24,7 +24,7 @@ from ..array import DArray, Layout
 from ..runtime import default_grid
 from ..runtime.dispatch import command
 from . import activation, conv, linear, loss, norm, pool
-from ._common import pair, to_layout
+from ._common import edited, pair, to_layout
 from .gradsync import GradReducer
 from .precision import Param
 from .strategy import ConvLayout, choose_conv_layout, conv_layout
@@ -36,6 +36,12 @@ class Module:
     compute_dtype: torch.dtype | None = None
     training: bool = True
     _buffers: tuple = ()          # names of DArray attributes saved in ``state_dict``
+    _TRANSIENT = frozenset({"_ctx", "_x_layout"})     # per-call state, not the description
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in self._TRANSIENT:
+            edited()                                     # see ``nn._common.edits``
+        object.__setattr__(self, name, value)
 
     def params(self) -> list[Param]:
         out = [v for v in vars(self).values() if isinstance(v, Param)]

@@ -21,7 +21,7 @@ import torch
 from ..array import DArray
 from ..runtime import world
 from ..runtime.dispatch import command
-from ._common import to_layout
+from ._common import edited, to_layout
 
 
 class Param:
@@ -42,6 +42,11 @@ class Param:
         if self._cache is None or self._cache[0] != key:
             self._cache = (key, self.master.astype(dtype, copy=False))
         return self._cache[1]
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "master":
+            edited()                                     # see ``nn._common.edits``
+        object.__setattr__(self, name, value)
 
     def set_master(self, a: DArray) -> None:
         """Replace the master (e.g. stored in a new layout)."""

@@ -84,7 +84,7 @@ class LayoutCache:
 
     def forget(self, src) -> None:
         """Drop ``src``'s copies (it was written; called on every rank alike)."""
-        rec = self._sources.get(getattr(src, "_uid", None))
+        rec = self._sources.get(getattr(src, "_uid_", None))    # no uid yet: nothing cached
         if rec is not None:
             for k in list(rec[1]):
                 self._drop(k)

@@ -20,6 +20,16 @@ Prefetch. After handing out batch ``i`` every rank starts a thread that
 reads and normalises its piece of batch ``i + 1`` (host work only, no MPI),
 so disk and decoding overlap the training step.
 
+Device-resident epochs. On a GPU, when the images fit (``RESIDENT_BYTES`` of
+raw samples, e.g. Fashion-MNIST's 47 MB of bytes) and the layout shards at
+most the batch dim, the loader copies the raw samples and labels to the
+device once and cuts every batch there: the epoch's order is one small
+device array, a batch is an ``index_select`` and the normalisation, all
+queued on the stream with no host work and no host synchronisation, so the
+loader is never on a training step's critical path. ``resident=True``
+insists (also on the CPU, where it equals the host path bit for bit),
+``False`` reads from the host.
+
 Client-server mode: the loader is made on every rank under one handle and
 each batch is one command (the ranks know the order from the seed, so only
 the batch number travels).
@@ -185,6 +195,8 @@ class Dataset:
         return t.to(dtype)
 
 
+RESIDENT_BYTES = 1 << 30     # raw samples up to this size are kept on a GPU (``resident="auto"``)
+
 # (file stems, scale, mean, std) of the IDX data sets ``dmath data fetch`` gets
 KNOWN = {
     "mnist": (0.1307, 0.3081),
@@ -257,7 +269,8 @@ class DataLoader:
 
     def __init__(self, dataset: Dataset, batch_size: int, *, layout: Layout | None = None,
                  grid=None, shuffle: bool = False, seed: int = 0, drop_last: bool = False,
-                 dtype: torch.dtype = torch.float32, prefetch: bool = True):
+                 dtype: torch.dtype = torch.float32, prefetch: bool = True,
+                 resident: bool | str = "auto"):
         if hasattr(self, "dataset"):
             return                    # rank 0, client-server: made on every rank by __new__
         if batch_size < 1:
@@ -268,10 +281,17 @@ class DataLoader:
         self.grid = default_grid() if grid is None else grid
         self.x_layout = (layout or Layout()).resolve(self.grid, 4)
         self.y_layout = Layout(self.x_layout.dims[0]).resolve(self.grid, 1)
+        if resident not in (True, False, "auto"):
+            raise ValueError(f"DataLoader: resident must be True, False or 'auto', got {resident!r}")
+        if resident is True and any(d.axes for d in self.x_layout.dims[1:]):
+            raise ValueError("DataLoader(resident=True): the layout shards an image dim "
+                             f"({self.x_layout}); a device-resident epoch shards the batch dim only")
+        self.resident = resident
         self.epoch = 0
         self._perm = None
         self._ahead: tuple | None = None       # (epoch, batch, future)
         self._pool: ThreadPoolExecutor | None = None
+        self._device_data: tuple | None = None  # (x raw, y, {batch size: my rows}, (epoch, perm))
 
     def __len__(self) -> int:
         n = len(self.dataset)
@@ -313,11 +333,53 @@ class DataLoader:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="dmath-prefetch")
         self._ahead = (self.epoch, i, self._pool.submit(self._read, i))
 
+    def _on_device(self, dev: torch.device) -> bool:
+        """Whether batches are cut from a device-resident copy (see the module)."""
+        if self.resident != "auto":
+            return bool(self.resident)
+        x = self.dataset.x
+        nbytes = len(self.dataset) * int(np.prod(x.shape[1:])) * x.array().dtype.itemsize
+        return (dev.type == "cuda" and nbytes <= RESIDENT_BYTES
+                and not any(d.axes for d in self.x_layout.dims[1:]))
+
+    def _resident_batch(self, i: int, dev: torch.device) -> tuple[DArray, DArray]:
+        """Batch ``i`` cut on the device: my rows of it, normalised as ``Dataset.read``."""
+        ds = self.dataset
+        if self._device_data is None:
+            n = len(ds)
+            x = torch.from_numpy(np.array(ds.x.array()[:n]))          # a copy: writable
+            y = torch.from_numpy(np.asarray(ds.y.array()[:n]).astype(np.int64))
+            self._device_data = (x.to(dev), y.to(dev), {}, None)
+        x, y, mine, perm = self._device_data
+        if perm is None or perm[0] != self.epoch:
+            perm = (self.epoch, torch.from_numpy(self.order()).to(dev))
+            self._device_data = (x, y, mine, perm)
+        b = min(self.batch_size, len(ds) - i * self.batch_size)
+        if b not in mine:
+            shape = (b,) + ds.sample_shape
+            mine[b] = (torch.from_numpy(global_indices(shape, self.x_layout, self.grid)[0]).to(dev),
+                       torch.from_numpy(global_indices((b,), self.y_layout, self.grid)[0]).to(dev))
+        rx, ry = mine[b]
+        rows = perm[1][i * self.batch_size:i * self.batch_size + b]
+        t = x.index_select(0, rows.index_select(0, rx))
+        if t.ndim == 3:
+            t = t[:, None]
+        t = t.to(torch.float64 if self.dtype == torch.float64 else torch.float32)
+        if ds.scale != 1.0 or ds.mean != 0.0 or ds.std != 1.0:
+            t = (t * ds.scale - ds.mean) / ds.std
+        shape = (b,) + ds.sample_shape
+        return (DArray(t.to(self.dtype), shape, self.x_layout, self.grid),
+                DArray(y.index_select(0, rows.index_select(0, ry)), (b,), self.y_layout, self.grid))
+
     @command
     def batch(self, i: int) -> tuple[DArray, DArray]:
         """Batch ``i`` of this epoch; starts reading batch ``i + 1``."""
         if not 0 <= i < len(self):
             raise IndexError(f"batch {i} of a loader of {len(self)} batches")
+        from ..ops._common import device
+        dev = device()
+        if self._on_device(dev):
+            return self._resident_batch(i, dev)
         got = None
         if self._ahead is not None and self._ahead[:2] == (self.epoch, i):
             got = self._ahead[2].result()     # re-raises a failure of the read
@@ -325,8 +387,6 @@ class DataLoader:
         x, y, b = got if got is not None else self._read(i)
         if self.prefetch and i + 1 < len(self):
             self._start(i + 1)
-        from ..ops._common import device
-        dev = device()
         shape = (b,) + self.dataset.sample_shape
         if tuple(x.shape) != local_shape(shape, self.x_layout, self.grid):
             raise RuntimeError("DataLoader: piece shape mismatch")      # a bug, not user input

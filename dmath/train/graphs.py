@@ -43,7 +43,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from ..array import DArray
+from ..array import DArray, touch_all
+from ..nn import edits
 from ..ops import random as _random
 from ..runtime import capture
 
@@ -161,6 +162,7 @@ class StepGraphs:
         self.seen: dict[tuple, int] = {}
         self.failed: str | None = None      # why graphs were given up
         self.failures = 0
+        self._model_key: tuple = (None, None)     # (nn.edits() when made, _settings(model))
 
     def step(self, batches: list[tuple[DArray, DArray]]) -> list | None:
         """Run the step as a replay (or capture it); None: run it eagerly."""
@@ -171,8 +173,10 @@ class StepGraphs:
         if numbers is None:
             return None
         numbers = {**numbers, **_random.step_values()}
-        key = (_settings(tr.model), tr.optimizer.settings(),
-               tuple((x.shape, x.dtype, x.layout, y.shape, y.dtype, y.layout)
+        if self._model_key[0] != edits():     # the model's settings, walked after an edit only
+            self._model_key = (edits(), _settings(tr.model))
+        key = (self._model_key[1], tr.optimizer.settings(),
+               tuple((x.shape, x.local.dtype, x.layout, y.shape, y.local.dtype, y.layout)
                      for x, y in batches))
         arrays = tr._step_arrays()
         g = self.graphs.get(key)
@@ -189,16 +193,14 @@ class StepGraphs:
         self.values.write(numbers)
         g.backend.replay()
         tr._after_replay(g.stepped, g.rng_calls)
-        for a in g.arrays:
-            a.touch()
+        touch_all(g.arrays)
         return tr._stats(g.outs)
 
     def _feed(self, g: _Graph, batches: list) -> None:
         for (X, Y), (x, y) in zip(g.inputs, batches):
             X.local.copy_(x.local)
             Y.local.copy_(y.local)
-            X.touch()
-            Y.touch()
+        touch_all([a for b in g.inputs for a in b])
 
     def _capture(self, key: tuple, batches: list, numbers: dict, arrays: list) -> list | None:
         tr = self.trainer

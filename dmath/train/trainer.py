@@ -50,7 +50,7 @@ import torch
 
 from ..array import DArray, Layout
 from ..array.shards import is_primary
-from ..nn import GradReducer, LossScaler, loss
+from ..nn import GradReducer, LossScaler, edits, loss
 from ..nn._common import to_layout
 from ..nn.modules import Module
 from ..ops import full
@@ -218,9 +218,12 @@ class Trainer:
         self._finish_step()
 
     def _step_arrays(self) -> list[DArray]:
-        """The arrays a step writes in place: parameters, buffers, optimizer state."""
-        return [*self.model.state_dict().values(),
-                *(b for bufs in self.optimizer.state.values() for b in bufs)]
+        """The arrays a step writes in place: parameters, buffers, optimizer state (the
+        model's listed again only after an edit of the model: ``nn.edits``)."""
+        mine = getattr(self, "_model_arrays", None)
+        if mine is None or mine[0] != edits():
+            mine = self._model_arrays = (edits(), list(self.model.state_dict().values()))
+        return [*mine[1], *(b for bufs in self.optimizer.state.values() for b in bufs)]
 
     @staticmethod
     def _stats(outs: list) -> list:

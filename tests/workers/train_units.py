@@ -223,6 +223,28 @@ for grid in grids(p):
                     assert np.array_equal(y.local.cpu().numpy(), piece(labels[rows].astype(np.int64),
                                                                  y.layout, grid))
         cases.ok()
+# device-resident epochs (resident=True, the GPU default where they fit) cut the same
+# batches as the host reader, bit for bit; a layout sharding an image dim is refused
+for grid in grids(p):
+    a0 = grid.names[0]
+    for lay in (Layout(), Layout(tuple(grid.names)), Layout(Dim(a0, 2))):
+        for dt in (F64, torch.float32):
+            host, dev = (train.DataLoader(ds, 5, layout=lay, grid=grid, shuffle=True, seed=4,
+                                          dtype=dt, resident=r) for r in (False, True))
+            for epoch in (0, 1):
+                host.set_epoch(epoch)
+                dev.set_epoch(epoch)
+                for (x, y), (xd, yd) in zip(host, dev):
+                    assert xd.layout == x.layout and xd.shape == x.shape and xd.dtype == x.dtype
+                    assert torch.equal(x.local, xd.local) and torch.equal(y.local, yd.local)
+    cases.ok()
+try:
+    train.DataLoader(ds, 5, layout=Layout(None, None, "a" if "a" in grids(p)[0].names
+                                          else grids(p)[0].names[0]),
+                     grid=grids(p)[0], resident=True)
+    raise AssertionError("resident=True with a sharded image dim accepted")
+except ValueError:
+    cases.ok()
 loader = train.DataLoader(ds, 5, drop_last=True)
 assert len(loader) == 4
 try:
