@@ -8,20 +8,22 @@
 
 Importing dmath starts nothing; ``dmath.init`` starts MPI and picks devices.
 """
+import sys as _sys
+
 from .array import (ALL, DArray, Dim, Layout, block_2d, block_cyclic, col_block, element_cyclic,
                     numroc, replicated, row_block)
 from .ops import (arange, argmax, argmin, clip, empty, eye, from_local, from_numpy,
                   from_scalapack, from_torch,
                   full, linspace, max, mean, min, norm, ones, random, sum, where, zeros,
                   zeros_like)
-from .ops.elementwise import (abs, add, ceil, cos, divide, equal, exp, floor, greater,
-                              greater_equal, isfinite, isnan, less, less_equal, log, logical_and,
-                              logical_not, logical_or, maximum, minimum, multiply, negative,
-                              not_equal, power, sigmoid, sign, sin, sqrt, square, subtract, tanh)
-from .ops.elementwise import (arccos, arcsin, arctan, arctan2, bitwise_and, bitwise_or,
-                              bitwise_xor, cosh, exp2, expm1, floor_divide, fmod, hypot, invert,
-                              isinf, log1p, log2, log10, logical_xor, positive, reciprocal,
-                              remainder, result_type, rint, sinh, tan, trunc)
+from .ops.ufuncs import (abs, add, ceil, cos, divide, equal, exp, floor, greater,
+                         greater_equal, isfinite, isnan, less, less_equal, log, logical_and,
+                         logical_not, logical_or, maximum, minimum, multiply, negative,
+                         not_equal, power, sigmoid, sign, sin, sqrt, square, subtract, tanh)
+from .ops.ufuncs import (arccos, arcsin, arctan, arctan2, bitwise_and, bitwise_or,
+                         bitwise_xor, cosh, exp2, expm1, floor_divide, fmod, hypot, invert,
+                         isinf, log1p, log2, log10, logical_xor, positive, reciprocal,
+                         remainder, result_type, rint, sinh, tan, trunc)
 from .ops.shape import (concatenate, expand_dims, flatten, ravel, reshape, squeeze, stack,
                         swapaxes, transpose)
 from .runtime import STATS as comm_stats
@@ -65,3 +67,7 @@ from .linalg import dot, tensordot, vdot
 __all__ += ["all", "any", "argsort", "array", "asarray", "copy", "cumsum", "dot", "empty_like",
             "full_like", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nansum",
             "ones_like", "prod", "sort", "std", "tensordot", "var", "vdot"]
+
+from .ops import numpy_protocol as _numpy_protocol  # noqa: E402
+_numpy_protocol.set_namespace(_sys.modules[__name__])   # np.sum(A) finds dmath.sum: a hook
+                                                        # from the top, no import running up

@@ -16,7 +16,7 @@ def test_solvers_client_server_on_3_ranks():
 
 
 def test_swaps_to_perm_matches_applying_the_swaps():
-    from dmath.linalg.lu import swaps_to_perm
+    from dmath.linalg.decomp_lu import swaps_to_perm
     rng = np.random.default_rng(0)
     for m in (1, 5, 17):
         piv = np.array([rng.integers(i, m) for i in range(m)])
@@ -28,7 +28,7 @@ def test_swaps_to_perm_matches_applying_the_swaps():
 
 def test_larft_gives_the_product_of_reflectors():
     import torch
-    from dmath.linalg.qr import larft
+    from dmath.linalg.decomp_qr import larft
     a = torch.randn(9, 4, dtype=torch.float64)
     qr, tau = torch.geqrf(a)
     V = torch.tril(qr, -1)

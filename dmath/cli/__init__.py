@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Sequence
 
-from .launch import launch_env, mpiexec_command
+from .launch import launch_module, launch_ranks
 
 # name -> (module with main(argv), one-line help); ``-n N`` runs the module on N ranks
 MODULES = {
@@ -30,26 +30,10 @@ MODULES = {
 }
 
 
-def launch(n: int, argv: Sequence[str]) -> int:
-    """Run ``argv`` (after ``python -m mpi4py``) on ``n`` local ranks; the exit code."""
-    if n < 1:
-        raise SystemExit(f"dmath: -n must be at least 1, not {n}")
-    import subprocess
-    cmd = mpiexec_command(n, list(argv))
-    try:
-        return subprocess.call(cmd, env=launch_env(n))
-    except KeyboardInterrupt:
-        return 130
-
-
-def launch_module(n: int, module: str, argv: Sequence[str]) -> int:
-    return launch(n, ["-m", module, *argv])
-
-
 def _run(args) -> int:
     if not os.path.exists(args.script):
         raise SystemExit(f"dmath run: no such file: {args.script}")
-    return launch(args.ranks, [args.script, *args.args])
+    return launch_ranks(args.ranks, [args.script, *args.args])
 
 
 def _module(name: str, rest: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""``dmath data fetch mnist|fashion-mnist [--dir DIR]``: get a data set (see dmath.train.fetch)."""
+"""``dmath data fetch mnist|fashion-mnist [--dir DIR]``: get a data set (see dmath.train.downloads)."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +15,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     f.add_argument("--gz", action="store_true",
                    help="keep Fashion-MNIST's .gz IDX files (30 MB) instead of unpacking them")
     args = ap.parse_args(argv)
-    from ..train.fetch import fetch
+    from ..train.downloads import fetch
     d = fetch(args.name, args.dir, args.gz)
     print(f"{args.name}: {d}")
     return 0

@@ -24,7 +24,7 @@ from ..runtime.dispatch import command
 def describe_ranks() -> list[dict]:
     """One dict per rank: rank, host, pid, device, local rank, torch threads, and
     whether the ranks share host memory (collective)."""
-    from ..runtime.context import context
+    from ..runtime.state import context
     ctx = context()
     shared = ctx.world.shared()
     return ctx.world.allgather_obj({"shared": shared,
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="run on N local ranks (through mpiexec)")
     args = ap.parse_args(argv)
     if args.ranks is not None:
-        from . import launch_module
+        from .launch import launch_module
         return launch_module(args.ranks, "dmath.cli.info", [])
     import dmath
     dmath.init()

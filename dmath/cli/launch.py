@@ -77,3 +77,19 @@ def launch_env(n: int) -> dict:
     env.setdefault("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe")
     env.setdefault("OMPI_MCA_btl", "^tcp")
     return env
+
+
+def launch_ranks(n: int, argv: Sequence[str]) -> int:
+    """Run ``argv`` (after ``python -m mpi4py``) on ``n`` local ranks; the exit code."""
+    if n < 1:
+        raise SystemExit(f"dmath: -n must be at least 1, not {n}")
+    cmd = mpiexec_command(n, list(argv))
+    try:
+        return subprocess.call(cmd, env=launch_env(n))
+    except KeyboardInterrupt:
+        return 130
+
+
+def launch_module(n: int, module: str, argv: Sequence[str]) -> int:
+    """Run ``python -m module argv`` on ``n`` local ranks; the exit code."""
+    return launch_ranks(n, ["-m", module, *argv])

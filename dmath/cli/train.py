@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     opts = options(argv)
     if opts.get("ranks") and not _under_mpi():
-        from . import launch_module
+        from .launch import launch_module
         rest, skip = [], False
         for a in argv:                       # drop -n N: the ranks run the rest
             if skip:

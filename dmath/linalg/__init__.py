@@ -14,14 +14,14 @@ and ``svd`` gather the matrix on one rank.
 """
 from . import cost, kernels, replicate, stationary, summa, summa25d
 from .kernels import kernel_for, set_local_kernel
-from .matmul import ALGORITHMS, Plan, default_out_layout, explain, gemm, matmul
+from .gemm_driver import ALGORITHMS, Plan, default_out_layout, explain, gemm
 from .precision import allow_tf32, tf32_enabled
 from ._bc import LinAlgError, NotPositiveDefiniteError, SingularMatrixError
-from .cholesky import cholesky
+from .decomp_cholesky import cholesky
 from .eig import eigh, svd
-from .lu import lu, lu_factor, lu_solve
-from .qr import qr
-from .solve import cho_solve, det, inv, lstsq, slogdet, solve
+from .decomp_lu import lu, lu_factor, lu_solve
+from .decomp_qr import qr
+from .solvers import cho_solve, det, inv, lstsq, slogdet, solve
 from .triangular import solve_triangular, trsm
 
 __all__ = ["ALGORITHMS", "Plan", "allow_tf32", "cost", "default_out_layout", "explain", "gemm",
@@ -31,5 +31,5 @@ __all__ += ["LinAlgError", "NotPositiveDefiniteError", "SingularMatrixError", "c
             "cholesky", "det", "eigh", "inv", "lstsq", "lu", "lu_factor", "lu_solve", "qr",
             "slogdet", "solve", "solve_triangular", "svd", "trsm"]
 from . import products
-from .products import dot, matmul, tensordot, vdot  # noqa: F811 - matmul: N-D (batched) aware
+from .products import dot, matmul, tensordot, vdot
 __all__ += ["dot", "products", "tensordot", "vdot"]

@@ -31,11 +31,11 @@ import torch
 
 from ..array import OPERATORS, DArray, Dim, Layout, local_shape
 from ..ops import reductions
-from ..ops.elementwise import multiply
+from ..ops.ufuncs import multiply
 from ..ops.creation import zeros
 from ..runtime.dispatch import command
 from ..runtime.plans import PlanCache
-from .matmul import matmul as matmul_2d
+from .gemm_driver import matmul_2d
 from .precision import result_dtype
 
 

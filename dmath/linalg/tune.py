@@ -96,7 +96,7 @@ def memory_per_rank(device: torch.device, local_size: int) -> int:
     return int(0.8 * total / max(1, local_size))
 
 
-def tune(n: int | None = None, save: bool = True, verbose: bool = True) -> dict:
+def measure(n: int | None = None, save: bool = True, verbose: bool = True) -> dict:
     """Measure and (on rank 0) store this configuration's profile; returns it."""
     from ..runtime import context
     ctx = context()
@@ -141,9 +141,9 @@ def main(argv=None) -> None:
     ap.add_argument("-s", "--size", type=int, default=None, help="GEMM size n (default 2048 CPU, 8192 GPU)")
     ap.add_argument("--dry-run", action="store_true", help="measure and print, do not save")
     args = ap.parse_args(argv)
-    import dmath
-    dmath.init(mode="spmd")
-    tune(args.size, save=not args.dry_run)
+    from ..runtime import init
+    init(mode="spmd")
+    measure(args.size, save=not args.dry_run)
 
 
 if __name__ == "__main__":

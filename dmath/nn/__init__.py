@@ -19,7 +19,7 @@ from .conv import ConvCtx, conv2d, conv2d_backward, conv2d_forward
 from .gradsync import GradReducer
 from .halo import Window, plan_halo
 from .linear import (flatten_backward, flatten_forward, linear_backward, linear_forward,
-                     matmul, product_layout)
+                     product, product_layout)
 from .loss import (mse_loss_backward, mse_loss_forward, reduce_loss_backward,
                    reduce_loss_forward, softmax_cross_entropy_backward,
                    softmax_cross_entropy_forward)
@@ -28,7 +28,8 @@ from .modules import (AvgPool2d, BatchNorm2d, Conv2d, CrossEntropyLoss, Dropout,
 from .norm import batch_norm_backward, batch_norm_forward
 from .pool import (avg_pool2d, avg_pool2d_backward, avg_pool2d_forward, max_pool2d,
                    max_pool2d_backward, max_pool2d_forward)
-from .precision import LossScaler, Param, sgd_step
+from .precision import LossScaler, sgd_step
+from .param import Param
 from .strategy import NAMED, ConvLayout, Machine, choose_conv_layout, conv_cost, conv_layout
 
 __all__ = [
@@ -39,7 +40,7 @@ __all__ = [
     "bias_add_backward", "bias_add_forward", "choose_conv_layout", "conv2d", "conv2d_backward",
     "conv2d_forward", "conv_cost", "conv_layout", "dropout_backward", "dropout_forward",
     "dropout_mask", "edits", "flatten_backward", "flatten_forward", "gelu_backward", "gelu_forward",
-    "linear_backward", "linear_forward", "matmul", "product_layout", "max_pool2d",
+    "linear_backward", "linear_forward", "product", "product_layout", "max_pool2d",
     "max_pool2d_backward", "max_pool2d_forward", "mse_loss_backward", "mse_loss_forward",
     "plan_halo", "reduce_loss_backward", "reduce_loss_forward", "relu_backward", "relu_forward",
     "sgd_step", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",

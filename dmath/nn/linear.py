@@ -6,7 +6,7 @@ x (N, Din), w (Dout, Din), b (Dout,). The three products
     dx = dy @ w        (N, Din)
     dw = dy.T @ x      (Dout, Din)
 
-all go through ``matmul`` below, so the usual layouts need no communication
+all go through ``product`` below, so the usual layouts need no communication
 beyond what their algorithm implies:
 
 =========================  =============  ============  ===========================
@@ -17,7 +17,7 @@ column: x[R,R] ; w[S,R]    [R,S] local    partial: all-reduce  [S,R] local
 row:    x[R,S] ; w[R,S]    partial: all-reduce  [R,S] local  [R,S] local
 =========================  =============  ============  ===========================
 
-``matmul`` is the one place that multiplies DArrays here: it hands the
+``product`` is the one place that multiplies DArrays here: it hands the
 product to ``dmath.linalg.matmul`` (which picks the GEMM algorithm), asking
 for the output layout of the table (``product_layout``), partial sums
 included, so the layer decides when and how they are reduced.
@@ -47,7 +47,7 @@ def product_layout(a: DArray, b: DArray) -> Layout:
 
 
 @command
-def matmul(a: DArray, b: DArray) -> DArray:
+def product(a: DArray, b: DArray) -> DArray:
     """a @ b for 2-D DArrays through ``dmath.linalg.matmul``, asking for
     ``product_layout`` (partial sums stay partial for the caller to reduce)."""
     a, b = full_sum(a), full_sum(b)
@@ -74,7 +74,7 @@ def linear_forward(x: DArray, w: DArray, b: DArray | None = None) -> tuple[DArra
     if x.shape[1] != w.shape[1] or (b is not None and b.shape != (w.shape[0],)):
         raise ValueError(f"linear: x {x.shape}, w {w.shape}, b {None if b is None else b.shape} "
                          "do not fit y = x @ w.T + b")
-    y = matmul(x, w.T)
+    y = product(x, w.T)
     y = full_sum(y)
     if b is not None:
         br = to_layout(b, Layout(y.layout.dims[1]))
@@ -89,8 +89,8 @@ def linear_backward(dy: DArray, ctx: LinearCtx, *, reduce: bool = True,
     """(dx, dw, db); dx in x's layout (None if not ``need_dx``), dw/db in w's/b's
     (or partial: ``reduce=False``)."""
     dy = to_layout(dy, ctx.y_layout).astype(ctx.w.dtype, copy=False)
-    dx = to_layout(matmul(dy, ctx.w), ctx.x_layout) if need_dx else None
-    dw = matmul(dy.T, ctx.x)
+    dx = to_layout(product(dy, ctx.w), ctx.x_layout) if need_dx else None
+    dw = product(dy.T, ctx.x)
     dw = finish_grad(dw, ctx.w_layout, reduce)
     db = None
     if ctx.b_layout is not None:
@@ -120,4 +120,4 @@ def flatten_backward(dy: DArray, ctx: tuple) -> DArray:
 
 
 __all__ = ["LinearCtx", "flatten_backward", "flatten_forward", "linear_backward",
-           "linear_forward", "matmul", "product_layout"]
+           "linear_forward", "product", "product_layout"]

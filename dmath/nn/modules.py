@@ -26,7 +26,7 @@ from ..runtime.dispatch import command
 from . import activation, conv, linear, loss, norm, pool
 from ._common import edited, pair, to_layout
 from .gradsync import GradReducer
-from .precision import Param
+from .param import Param
 from .strategy import ConvLayout, choose_conv_layout, conv_layout
 
 
@@ -164,16 +164,15 @@ class Module:
         if reducer is None:
             p.accept_grad(g)
         else:
-            p._ticket = reducer.add(g)
+            p.queue_grad(reducer.add(g))
 
     def collect(self, reducer: GradReducer) -> None:
         """Wait for ``reducer`` and put each summed gradient on its ``Param.grad``."""
         grads = reducer.wait()
         for p in self.params():
-            t = getattr(p, "_ticket", None)
+            t = p.take_ticket()
             if t is not None:
                 p.accept_grad(grads[t])
-                p._ticket = None
 
     def set_compute_dtype(self, dtype: torch.dtype | None) -> "Module":
         self.compute_dtype = dtype
@@ -486,7 +485,7 @@ def _give_weights(layer, out) -> None:
         if o is None or p is None:
             continue
         if isinstance(o, int):
-            p._ticket = o                       # queued on the reducer: ``collect``
+            p.queue_grad(o)                     # queued on the reducer: ``collect``
         else:
             p.accept_grad(o)
 

@@ -1,7 +1,7 @@
 """Mixed precision: float32 master weights, half-precision compute, loss scaling.
 
-A ``Param`` keeps its master copy (float32 by default) and hands layers a
-compute-dtype copy (bfloat16 / float16), cast once per update and cached.
+A ``Param`` (``nn.param``) keeps its master copy (float32 by default) and hands
+layers a compute-dtype copy (bfloat16 / float16), cast once per update and cached.
 Gradients arrive in the compute dtype, are summed over ranks (in float32 on
 the wire unless ``GradReducer(compress=...)``), and are cast up to the
 master dtype before the optimiser touches them.
@@ -18,47 +18,9 @@ from typing import Iterable
 
 import torch
 
-from ..array import DArray
 from ..runtime import world
 from ..runtime.dispatch import command
-from ._common import edited, to_layout
-
-
-class Param:
-    """A trainable tensor: ``master`` DArray, its ``grad`` (master dtype) and a
-    cached copy in the compute dtype."""
-
-    def __init__(self, master: DArray, name: str = ""):
-        self.master = master
-        self.name = name
-        self.grad: DArray | None = None
-        self._cache: tuple | None = None
-
-    def compute(self, dtype: torch.dtype | None) -> DArray:
-        """The weights in ``dtype`` (None: the master itself), cast once per version."""
-        if dtype is None or dtype == self.master.dtype:
-            return self.master
-        key = (dtype, self.master.version, id(self.master))
-        if self._cache is None or self._cache[0] != key:
-            self._cache = (key, self.master.astype(dtype, copy=False))
-        return self._cache[1]
-
-    def __setattr__(self, name: str, value) -> None:
-        if name == "master":
-            edited()                                     # see ``nn._common.edits``
-        object.__setattr__(self, name, value)
-
-    def set_master(self, a: DArray) -> None:
-        """Replace the master (e.g. stored in a new layout)."""
-        self.master, self._cache = a, None
-
-    def accept_grad(self, g: DArray) -> None:
-        """Store ``g`` in the master's dtype and layout."""
-        g = to_layout(g, self.master.layout)
-        self.grad = g.astype(self.master.dtype, copy=False)
-
-    def __repr__(self) -> str:
-        return f"Param({self.name!r}, {self.master!r})"
+from .param import Param
 
 
 @command
@@ -116,4 +78,4 @@ class LossScaler:
             self._clean = 0
 
 
-__all__ = ["LossScaler", "Param", "sgd_step"]
+__all__ = ["LossScaler", "sgd_step"]

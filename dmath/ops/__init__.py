@@ -1,16 +1,16 @@
 """Ops layer: creation, random, elementwise, reductions, io (save / load)."""
-from . import elementwise, random, reductions
+from . import random, reductions, ufuncs
 from .creation import (arange, empty, eye, from_local, from_numpy, from_scalapack,
                        from_torch, full, linspace,
                        ones, zeros, zeros_like)
-from .elementwise import *  # noqa: F401,F403 - the elementwise names are public
-from .elementwise import clip, elementwise as map_local, negative, square, where
+from .ufuncs import *  # noqa: F401,F403 - the ufunc names are public
+from .ufuncs import clip, elementwise as map_local, negative, square, where
 from .reductions import argmax, argmin, max, mean, min, norm, sum
 from .reductions import (all, any, nanargmax, nanargmin, nanmax, nanmean, nanmin,  # noqa: A004
                          nansum, prod, std, var)
-from . import scan, sort as sorting
+from . import scan, sorting
 from .scan import cumsum
-from .sort import argsort, sort
+from .sorting import argsort, sort
 from .creation import array, asarray, copy, empty_like, full_like, ones_like
 from . import indexing, shape
 from .shape import (concatenate, expand_dims, flatten, ravel, reshape, squeeze, stack, swapaxes,
@@ -29,4 +29,4 @@ __all__ += ["concatenate", "expand_dims", "flatten", "indexing", "ravel", "resha
 __all__ += ["io", "load", "save"]
 __all__ += ["all", "any", "argsort", "array", "asarray", "copy", "cumsum", "empty_like",
             "full_like", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nansum",
-            "ones_like", "prod", "scan", "sort", "sorting", "std", "var"]
+            "ones_like", "prod", "scan", "sort", "sorting", "std", "ufuncs", "var"]

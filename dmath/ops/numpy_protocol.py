@@ -3,8 +3,9 @@
 ``__array_ufunc__`` (``np.add``, ``np.sin``, ``np.less``... and ``ndarray <op> DArray``):
 the ufunc's name (``absolute`` -> ``abs``, ``true_divide`` -> ``divide``...)
 picks the dmath elementwise op of that name, looked up when called (the
-``dmath`` namespace, then ``dmath.ops.elementwise``), so ops added later are
-found. ``out=`` must be one DArray: the result is written into it in place
+``dmath`` namespace, then ``dmath.ops.ufuncs``), so ops added later are
+found. The ``dmath`` namespace is not imported from here (it is a layer above):
+``dmath/__init__.py`` hands it over with ``set_namespace``. ``out=`` must be one DArray: the result is written into it in place
 (``apply_into``: numpy's ``same_kind`` casting, shape checked first); a numpy
 ``out`` raises. ``dtype=`` casts the result. ``ufunc.reduce`` of add,
 multiply, maximum, minimum, logical_and/or maps to sum, prod, max, min,
@@ -31,7 +32,7 @@ conversion to host memory.
 """
 from __future__ import annotations
 
-import importlib
+from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
@@ -39,9 +40,7 @@ import numpy as np
 from ..array import DArray
 from ..array.darray import NUMPY_HOOKS
 from ..array.dtypes import to_numpy_dtype
-
-_ew = importlib.import_module("dmath.ops.elementwise")   # the module (the package's
-                                                          # ``elementwise`` is the command)
+from . import ufuncs as _ew
 
 UFUNC_NAMES = {"absolute": "abs", "true_divide": "divide", "mod": "remainder",
                "conjugate": "conj"}
@@ -51,8 +50,19 @@ FUNCTION_NAMES = {"amax": "max", "amin": "min", "dot": "matmul", "round_": "roun
                   "around": "round", "absolute": "abs", "true_divide": "divide"}
 
 
-def _dmath():
-    return importlib.import_module("dmath")
+_NAMESPACE: list[ModuleType] = []         # the top-level ``dmath`` module, once it is set
+
+
+def set_namespace(namespace: ModuleType) -> None:
+    """Where numpy's functions are looked up by name: ``dmath/__init__.py`` passes
+    the ``dmath`` module itself (ops added to it later are found)."""
+    _NAMESPACE[:] = [namespace]
+
+
+def _dmath() -> ModuleType:
+    if not _NAMESPACE:
+        raise RuntimeError("dmath.ops.numpy_protocol: no namespace set (import dmath)")
+    return _NAMESPACE[0]
 
 
 def _find(name: str, *spaces) -> Callable | None:

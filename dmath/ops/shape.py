@@ -37,7 +37,7 @@ from ..array.gather import RowMajor, Side
 from ..runtime.dispatch import command
 from ._common import resolve_layout, same_grid
 from .creation import empty
-from .elementwise import result_type
+from .ufuncs import result_type
 from .indexing import setitem
 
 

@@ -1,7 +1,7 @@
 """Runtime layer: MPI start-up, devices, communication backends, process grids."""
 from .comm import STATS, Comm, CommStats
-from .context import (context, default_grid, device, finalize, init, is_initialized,
-                      set_default_grid, world)
+from .session import finalize, init, set_default_grid
+from .state import context, default_grid, device, is_initialized, world
 from .dispatch import RemoteError, command, sync
 from .grid import Grid, most_square
 from .caching import set_cache_budget

@@ -73,7 +73,7 @@ def agree(world) -> None:
 def refresh() -> None:
     """Read every setting again on rank 0 and give its values to all ranks (collective;
     a command in client-server mode)."""
-    from .context import world
+    from .state import world
     agree(world())
 
 

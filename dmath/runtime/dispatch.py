@@ -78,6 +78,9 @@ import weakref
 from typing import Any, Callable
 
 from .channel import ERROR_TAG, STOP, SYNC, Channel
+from .grid import Grid
+from .registry import resolve_grid, resolve_handle
+from .state import world
 
 __all__ = ["RemoteError", "command", "CommandTable", "register_handle_type", "sync",
            "is_client", "lookup", "handles_in"]
@@ -321,21 +324,14 @@ def _reduce_handle(obj):
     if h is None:
         raise ValueError(f"{type(obj).__name__} {obj!r} exists on rank 0 only (it was not "
                          "returned by a command), so the other ranks cannot use it")
-    return (_resolvers()[0], (h,))
+    return (resolve_handle, (h,))
 
 
 def _reduce_grid(grid):
-    from .context import world
     if grid.world is not world():
         raise ValueError(f"{grid!r} is not over dmath's world communicator; only such grids "
                          "can be sent to the servers")
-    return (_resolvers()[1], (grid.shape, grid.names))
-
-
-@functools.lru_cache(maxsize=None)
-def _resolvers() -> tuple:
-    from . import server            # imports this module: resolved late, once
-    return server.resolve_handle, server.resolve_grid
+    return (resolve_grid, (grid.shape, grid.names))
 
 
 class _Ref(weakref.ref):
@@ -358,7 +354,6 @@ class Client:
         self._refs: dict[int, _Ref] = {}
         self._buf = io.BytesIO()
         self._pickler = pickle.Pickler(self._buf, protocol=5)
-        from .grid import Grid
         self._pickler.dispatch_table = {**copyreg.dispatch_table, Grid: _reduce_grid,
                                         **_HANDLE_TYPES}
         self.busy_since = 0.0

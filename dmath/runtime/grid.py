@@ -47,7 +47,7 @@ class Grid:
     def __init__(self, shape: Sequence[int] | None = None, names: Sequence[str] | None = None,
                  *, comm: Comm | None = None):
         if comm is None:
-            from .context import world
+            from .state import world
             comm = world()
         self.world = comm
         shape = tuple(most_square(comm.size) if shape is None else (int(s) for s in shape))
@@ -160,7 +160,7 @@ class Grid:
         axes = tuple(axes)
         if axes not in self._comms:
             rest = [a for a in self.names if a not in axes]
-            from .context import device_transport_factory
+            from .state import device_transport_factory
             self._comms[axes] = self.world.split(self.flat_coord(rest), self.flat_coord(axes),
                                                  device_transport_factory())
         return self._comms[axes]

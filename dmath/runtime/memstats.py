@@ -39,7 +39,7 @@ def _live_bytes(arrays: list) -> int:
 
 def local_stats() -> dict:
     """This rank's memory and traffic counters (no communication)."""
-    from .context import context
+    from .state import context
     from .transport import PINNED
     ctx = context()
     arrays = caching.live()
@@ -75,5 +75,5 @@ def local_stats() -> dict:
 @command(sync=True)
 def memory_stats() -> list[dict]:
     """Every rank's memory and traffic counters, as a list indexed by rank."""
-    from .context import world
+    from .state import world
     return world().allgather_obj(local_stats())

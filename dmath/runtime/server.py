@@ -4,60 +4,27 @@
 function up by name, resolve the handles in its arguments from ``REGISTRY``,
 run it on this rank's pieces, keep the arrays it returns under their handles
 (numbered as rank 0 numbers them), report a failure to rank 0 and carry on.
-A stop message ends the loop: ``dmath.finalize()`` then ``sys.exit(0)``.
-
-``python -m dmath.runtime.server <parent pid>`` is what ``dmath.init(workers=N)``
-spawns: ``dmath.init()`` there finds the parent, joins its world and serves;
-a thread ends the process if the parent process disappears.
+A stop message ends the loop (``session.init`` then finalises and exits the process).
+The handle registry and the unpickling of handles live in ``registry``; the entry
+of a spawned server process is ``python -m dmath.runtime.worker``.
 """
 from __future__ import annotations
 
 import os
 import pickle
 import sys
-import threading
-import time
 import traceback
 
 from .channel import STOP, SYNC, Channel
 from .dispatch import _ID_BITS, _process_failed, handles_in, lookup
+from .registry import MISSING, REGISTRY
 
-REGISTRY: dict[int, object] = {}          # handle -> array (or other handle object)
 _FAILED: dict[int, str] = {}              # seq -> command, of recent failed commands
-_MISSING: list[int] = []                  # handles asked for and not found (this message)
-_GRIDS: dict[tuple, object] = {}
 _STATE = {"commands": 0, "last": (0, ())}
 
 
-class _Missing:
-    def __init__(self, handle: int):
-        self.handle = handle
-
-
-def resolve_handle(handle: int):
-    """Unpickling a handle: the array this rank keeps under it."""
-    obj = REGISTRY.get(handle)
-    if obj is None:
-        _MISSING.append(handle)
-        return _Missing(handle)
-    return obj
-
-
-def resolve_grid(shape: tuple, names: tuple):
-    """Unpickling a grid: this rank's grid of that shape and axis names."""
-    from .context import context
-    from .grid import Grid
-    ctx = context()
-    if ctx.grid is not None and ctx.grid.shape == shape and ctx.grid.names == names:
-        return ctx.grid
-    key = (shape, names)
-    if key not in _GRIDS:
-        _GRIDS[key] = Grid(shape, names, comm=ctx.world)
-    return _GRIDS[key]
-
-
 def _missing_error(rank: int) -> LookupError:
-    h = _MISSING[0]
+    h = MISSING[0]
     seq, i = h >> _ID_BITS, h & ((1 << _ID_BITS) - 1)
     if seq in _FAILED:
         why = f"it was to be made by {_FAILED[seq]} (#{seq}), which failed on this rank"
@@ -90,7 +57,7 @@ def _discard(seq: int | None) -> None:
 
 def _run_one(ch: Channel, rank: int, seq: int, payload) -> None:
     key = "?"
-    _MISSING.clear()
+    MISSING.clear()
     try:
         key, args, kwargs, frees = pickle.loads(payload)
         for h in frees:
@@ -99,7 +66,7 @@ def _run_one(ch: Channel, rank: int, seq: int, payload) -> None:
             _discard(args)
             return
         _STATE["commands"] += 1
-        if _MISSING:
+        if MISSING:
             raise _missing_error(rank)
         result = lookup(key)(*args, **kwargs)
         _STATE["last"] = (seq, _register(result, seq))
@@ -111,11 +78,11 @@ def _run_one(ch: Channel, rank: int, seq: int, payload) -> None:
                    "module": type(exc).__module__, "message": str(exc),
                    "traceback": traceback.format_exc()})
     finally:
-        _MISSING.clear()
+        MISSING.clear()
 
 
 def serve(ctx) -> None:
-    """Run rank 0's commands until it says stop; then finalize and exit the process."""
+    """Run rank 0's commands until it says stop (the caller then finalises and exits)."""
     ch = Channel(ctx.world.mpi, ctx.local_size)
     rank = ch.rank
     while True:
@@ -135,39 +102,8 @@ def serve(ctx) -> None:
             os._exit(1)
     REGISTRY.clear()
     ch.free()
-    from .context import finalize
-    finalize()
-    sys.exit(0)
 
 
 def stats() -> dict:
     """This server's registry: handles held, commands run."""
     return {"handles": len(REGISTRY), "commands": _STATE["commands"]}
-
-
-# -- spawned servers ------------------------------------------------------------------------
-def _watch_parent(pid: int, period: float = 0.5) -> None:
-    def watch():
-        while True:
-            time.sleep(period)
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                os._exit(3)
-            except PermissionError:
-                pass
-    threading.Thread(target=watch, name="dmath-parent-watch", daemon=True).start()
-
-
-def main(argv: list[str]) -> None:
-    """Entry of a spawned server: join the parent's session and serve it."""
-    if argv:
-        _watch_parent(int(argv[0]))
-    from .context import init
-    init()                 # finds the parent, merges, serves; exits when told to stop
-    raise SystemExit("dmath.runtime.server: not started by dmath.init(workers=N)")
-
-
-if __name__ == "__main__":
-    from dmath.runtime import server as _server      # the real module, not this __main__ copy
-    _server.main(sys.argv[1:])

@@ -1,7 +1,7 @@
 """The world communicator of a session: MPI's own, or one made by spawning.
 
 ``dmath.init(workers=N)`` in a plain process (a world of one) spawns N-1
-servers running ``python -m dmath.runtime.server`` and merges the
+servers running ``python -m dmath.runtime.worker`` and merges the
 intercommunicator into one world with the parent as rank 0; the spawned
 processes find their parent, merge too, and receive the parent's ``init``
 options so every rank builds the same grid.
@@ -122,7 +122,7 @@ def spawn_servers(n: int) -> "_mpi.MPI.Intercomm":
     info = MPI.Info.Create()
     info.Set("wdir", os.getcwd())
     try:
-        return MPI.COMM_SELF.Spawn(sys.executable, ["-m", "dmath.runtime.server", str(os.getpid())],
+        return MPI.COMM_SELF.Spawn(sys.executable, ["-m", "dmath.runtime.worker", str(os.getpid())],
                                    maxprocs=n, info=info)
     except MPI.Exception as exc:
         raise RuntimeError(f"dmath.init(workers={n + 1}): MPI could not spawn {n} processes "

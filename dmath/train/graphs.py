@@ -178,7 +178,7 @@ class StepGraphs:
         key = (self._model_key[1], tr.optimizer.settings(),
                tuple((x.shape, x.local.dtype, x.layout, y.shape, y.local.dtype, y.layout)
                      for x, y in batches))
-        arrays = tr._step_arrays()
+        arrays = tr.step_arrays()
         g = self.graphs.get(key)
         if g is not None and not g.valid(arrays):
             del self.graphs[key]                  # its arrays were replaced: record again
@@ -192,7 +192,7 @@ class StepGraphs:
         self._feed(g, batches)
         self.values.write(numbers)
         g.backend.replay()
-        tr._after_replay(g.stepped, g.rng_calls)
+        tr.after_replay(g.stepped, g.rng_calls)
         touch_all(g.arrays)
         return tr._stats(g.outs)
 

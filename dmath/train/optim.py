@@ -23,7 +23,7 @@ import torch
 
 from ..array import DArray
 from ..nn.modules import _adopt
-from ..nn.precision import Param
+from ..nn.param import Param
 from ..ops import zeros_like
 from ..runtime import capture
 from ..runtime.dispatch import command

@@ -34,7 +34,7 @@ os.environ["DMATH_CACHE_MB"] = "0" if RANK == 1 else "64"            # rank 1 wo
 import dmath  # noqa: E402
 from _arrays import grids, random_layout  # noqa: E402
 from dmath.linalg import profile  # noqa: E402
-from dmath.linalg.matmul import explain  # noqa: E402
+from dmath.linalg.gemm_driver import explain  # noqa: E402
 from dmath.runtime import agreed, shm  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -227,7 +227,7 @@ def tune(cases, rng) -> None:
 def store(cases) -> None:
     """SPMD: NCCL's bootstrap store listens on a port the system picked, on loopback
     only (every rank is on this host), and every rank reaches it."""
-    from dmath.runtime.context import tcp_store
+    from dmath.runtime.session import tcp_store
     world = dmath.context().world
     st = tcp_store(world, one_host=True)
     st.set(f"rank{world.rank}", str(world.rank))

@@ -6,7 +6,7 @@ right-hand sides (other layouts, broadcast shapes); the target keeps its
 identity, layout and dtype, its host copy is refreshed, and a rejected op
 (broadcast, casting, bool subtract) leaves it untouched. Promotion: the
 result dtype of every dtype pair and scalar kind equals numpy's (bfloat16:
-as documented in dmath/ops/elementwise.py). repr/str: equal to numpy's text
+as documented in dmath/ops/ufuncs.py). repr/str: equal to numpy's text
 for the same values, big arrays summarised, and only the shown elements
 travel (counted with comm_stats).
 

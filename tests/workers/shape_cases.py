@@ -21,7 +21,7 @@ import dmath
 from _arrays import exact_piece, grids, make, random_layout, random_values, stats_delta
 from _case import Cases
 from dmath import Dim, Layout
-from dmath.ops.elementwise import result_type
+from dmath.ops.ufuncs import result_type
 
 C = Cases()
 world = C.ctx.world

@@ -15,7 +15,7 @@ import dmath
 from dmath import Layout, train
 from dmath.array import Dim
 from dmath.nn import Param
-from dmath.train.fetch import write_idx
+from dmath.train.downloads import write_idx
 from _arrays import grids, piece, random_layout
 from _case import Cases
 

@@ -23,7 +23,7 @@ import torch
 
 from ..array import DArray
 from ..runtime.dispatch import command
-from .lu import factor as lu_factor_bc, one_rank_lu, permute_rows, singular_error
+from .decomp_lu import factor as lu_factor_bc, one_rank_lu, permute_rows, singular_error
 from ._bc import (BC, LinAlgError, block_size, check_matrix, one_rank, to_bc, vector_in,
                   vector_out, whole)
 from .triangular import _check, solve_bc, solve_triangular
@@ -79,8 +79,8 @@ def lstsq(a: DArray, b: DArray, *, nb: int | None = None) -> DArray:
     b: (m,) or (m, k); x: (n,) or (n, k) in b's layout. Only x is returned
     (no residuals, rank or singular values); a rank-deficient a (an exactly
     zero diagonal in R) raises ``LinAlgError``."""
-    from .matmul import matmul
-    from .qr import qr
+    from .gemm_driver import matmul_2d
+    from .decomp_qr import qr
     check_matrix(a, "lstsq")
     if not isinstance(b, DArray) or b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
         raise ValueError(f"lstsq: b of shape {getattr(b, 'shape', None)} does not match a of "
@@ -91,12 +91,12 @@ def lstsq(a: DArray, b: DArray, *, nb: int | None = None) -> DArray:
     try:
         if m >= n:
             Q, R = qr(a, algorithm="householder", nb=nb)
-            y = matmul(_adjoint(Q), b)                                 # y := Q^H b
+            y = matmul_2d(_adjoint(Q), b)                                 # y := Q^H b
             x = solve_triangular(R, y, lower=False, nb=nb)             # R x = y
         else:
             Q, R = qr(_adjoint(a), algorithm="householder", nb=nb)     # a^H = Q R
             y = solve_triangular(R, b, lower=False, trans=2, nb=nb)    # R^H y = b
-            x = matmul(Q, y)                                           # x := Q y
+            x = matmul_2d(Q, y)                                           # x := Q y
     except LinAlgError as e:
         raise LinAlgError(f"lstsq: a is rank deficient ({e})") from None
     return x.redistribute(out, b.grid)

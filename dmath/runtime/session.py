@@ -1,4 +1,4 @@
-"""Process-wide runtime state: ``init`` / ``finalize``, the world, the device.
+"""A dmath session: ``init`` / ``finalize`` (the top of the runtime layer).
 
 ``init`` is the only entry that starts MPI, picks this rank's device and the
 transport CUDA tensors travel by:
@@ -14,59 +14,28 @@ Modes: ``client-server`` (the default with more than one rank) lets rank 0
 run the user's program while the other ranks serve its commands inside
 ``init`` (see ``dispatch`` and ``server``); ``spmd`` has every rank run the
 program. ``init(workers=N)`` from a plain process spawns the other ranks.
+The state ``init`` sets up (the ``Context``) lives in ``state``.
 """
 from __future__ import annotations
 
 import atexit
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 
-from . import agreed, memory
+from . import agreed, dispatch, memory, server, spawn, state
 from . import mpi as _mpi
 from .comm import Comm
 from .dispatch import command
-from .transport import NCCL, CudaAwareMPI, StagedMPI, Transport
+from .grid import Grid
+from .state import Context, context, default_grid, device_transport_factory, is_initialized, world
+
+__all__ = ["Context", "context", "default_grid", "device_transport_factory", "finalize", "init",
+           "is_initialized", "set_default_grid", "world"]
 
 TRANSPORTS = ("nccl", "cuda-aware-mpi", "staged")
-
-
-@dataclass
-class Context:
-    world: Comm
-    device: torch.device
-    local_rank: int
-    local_size: int
-    transport: str | None
-    owns_mpi: bool
-    grid: object = None
-    extras: dict = field(default_factory=dict)
-    mode: str = "spmd"
-    spawned: object = None          # intercommunicator to spawned servers / to the parent
-
-
-_CTX: Context | None = None
-
-
-def is_initialized() -> bool:
-    return _CTX is not None
-
-
-def context() -> Context:
-    if _CTX is None:
-        raise RuntimeError("dmath is not initialised: call dmath.init() first")
-    return _CTX
-
-
-def world() -> Comm:
-    return context().world
-
-
-def device() -> torch.device:
-    return context().device
 
 
 def _pick_device(spec: str | torch.device | None, local_rank: int) -> torch.device:
@@ -155,26 +124,6 @@ def _agree_transport(world: Comm, dev: torch.device, kind: str | None) -> str | 
     return kind if len(kinds) == 1 else "staged"
 
 
-def device_transport_factory() -> Callable[["object"], Transport] | None:
-    """Builds the device transport for a new sub-communicator (None on CPU)."""
-    ctx = context()
-    kind = ctx.transport
-    if kind is None:
-        return None
-    if kind == "staged":
-        return StagedMPI
-    if kind == "cuda-aware-mpi":
-        return CudaAwareMPI
-
-    def nccl(sub):
-        import torch.distributed as dist
-        members = sub.allgather(ctx.world.rank)
-        group = None if len(members) == ctx.world.size else \
-            dist.new_group(sorted(members, key=members.index), use_local_synchronization=True)
-        return NCCL(sub, group)
-    return nccl
-
-
 def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, *,
          device: str | torch.device | None = None, transport: str | None = None,
          threads: int | None = None, mode: str | None = None, workers: int | None = None,
@@ -197,14 +146,12 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     ``errors``: ``"eager"`` or ``"lazy"`` error checks in client-server mode
     (default ``$DMATH_ERRORS`` or eager; see ``dmath.runtime.dispatch``).
     """
-    global _CTX
-    if _CTX is not None:
-        return _CTX
+    if state.is_initialized():
+        return state.context()
     if mode not in (None, "spmd", "client-server"):
         raise ValueError(f"mode must be 'client-server' or 'spmd', not {mode!r}")
     if errors not in (None, "eager", "lazy"):
         raise ValueError(f"errors must be 'eager' or 'lazy', not {errors!r}")
-    from . import spawn
     spawn.before_mpi(workers)
     owns = _mpi.ensure_initialized()
     if owns:
@@ -235,26 +182,27 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
         torch.cuda.set_device(dev)
     world_comm = Comm(wmpi)
     kind = _agree_transport(world_comm, dev, kind)
-    _CTX = Context(world_comm, dev, local_rank, local_size, kind, owns, mode=mode,
-                   spawned=spawned)
+    ctx = Context(world_comm, dev, local_rank, local_size, kind, owns, mode=mode,
+                  spawned=spawned)
+    state.install(ctx)
     try:
         if kind == "nccl":
             _init_nccl(world_comm, dev, local_size == world_comm.size)
         world_comm.device_transport = (device_transport_factory() or (lambda c: None))(wmpi)
-        from .grid import Grid
-        _CTX.grid = Grid(grid, names, comm=world_comm)
+        ctx.grid = Grid(grid, names, comm=world_comm)
         agreed.agree(world_comm)                 # rank 0's settings on every rank
     except BaseException:
-        _CTX = None
+        state.install(None)
         raise
     if mode == "client-server" and world_comm.size > 1:
-        from . import dispatch, server
         if world_comm.rank != 0:
-            server.serve(_CTX)                   # returns only by exiting the process
+            server.serve(ctx)                    # until rank 0 says stop
+            finalize()
+            sys.exit(0)
         dispatch.start_client(wmpi, errors, local_size)
         if not owns:
             atexit.register(_at_exit)            # stop the servers before MPI goes
-    return _CTX
+    return ctx
 
 
 _DYING: list = []      # set by the excepthook: the program ends on an uncaught exception
@@ -271,7 +219,7 @@ def _at_exit() -> None:
     """``finalize`` at interpreter exit, or, when the program dies of an uncaught
     exception with peers, abort them all: peers may be waiting in a collective
     this rank will never join, and finalising would wait for them for ever."""
-    peers = _CTX is not None and _CTX.world.size > 1
+    peers = state.is_initialized() and state.world().size > 1
     if peers and _DYING:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -281,27 +229,21 @@ def _at_exit() -> None:
 
 def finalize() -> None:
     """Release communicators and, if ``init`` started MPI, finalise it."""
-    global _CTX
-    if _CTX is None:
+    if not state.is_initialized():
         return
-    if _CTX.mode == "client-server" and _CTX.world.rank == 0:
-        from .dispatch import stop_client
-        stop_client()                            # the servers leave their loop
-    ctx, _CTX = _CTX, None
+    ctx = state.context()
+    if ctx.mode == "client-server" and ctx.world.rank == 0:
+        dispatch.stop_client()                   # the servers leave their loop
+    state.install(None)
     agreed.forget()
     if ctx.transport == "nccl":
         import torch.distributed as dist
         if dist.is_initialized():
             dist.destroy_process_group()
-    from .dispatch import session_lost
-    if ctx.spawned is not None and not _mpi.MPI.Is_finalized() and not session_lost():
+    if ctx.spawned is not None and not _mpi.MPI.Is_finalized() and not dispatch.session_lost():
         ctx.spawned.Disconnect()         # (not with a dead rank: it would wait for it)
     if ctx.owns_mpi and not _mpi.MPI.Is_finalized():
         _mpi.MPI.Finalize()
-
-
-def default_grid():
-    return context().grid
 
 
 @command

@@ -278,9 +278,10 @@ def _product(A: DArray, B: DArray, out_layout, algorithm: str, out_dtype) -> _Pr
 
 
 @command
-def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: str = "auto",
-           out_dtype=None) -> DArray:
-    """C = A @ B for matrices (m x k, k x n) and vectors, any input layouts.
+def matmul_2d(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: str = "auto",
+              out_dtype=None) -> DArray:
+    """C = A @ B for matrices (m x k, k x n) and vectors, any input layouts (the 2-D core
+    of ``dmath.matmul``, which ``linalg.products`` extends to N-D operands).
 
     ``out_layout``: C's layout (default ``default_out_layout``); ``algorithm``:
     one of ``ALGORITHMS``; ``out_dtype``: e.g. float32 for half inputs
@@ -343,7 +344,7 @@ def gemm(*args, alpha: float | None = None, A: DArray | None = None, B: DArray |
         out = C.local.clone(memory_format=torch.contiguous_format) if beta != 0 else None
         C.set_local(local_gemm(A2.local, B2.local, out, alpha=alpha, beta=beta, dtype=C.dtype))
         return C
-    T = matmul(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.dtype)
+    T = matmul_2d(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.dtype)
     new = torch.mul(T.local, alpha)                  # T may be a shared (cached) copy
     if beta != 0:
         new = new.add_(C.local, alpha=beta)
