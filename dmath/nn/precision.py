@@ -66,6 +66,13 @@ class LossScaler:
         """Divide every grad by ``scale``; True when all are finite on every rank."""
         return _unscale(list(params), self.scale)
 
+    def state_dict(self) -> dict:
+        """``{"scale": float, "clean": int}`` (clean: steps since the last overflow)."""
+        return {"scale": self.scale, "clean": self._clean}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.scale, self._clean = float(sd["scale"]), int(sd["clean"])
+
     def update(self, finite: bool) -> None:
         """Back off after an overflow; grow after ``growth_interval`` clean steps."""
         if not finite:

@@ -5,6 +5,8 @@ and the stream key, so for a given seed the global array is identical
 whatever the layout, the grid and the number of ranks (``uniform``, ``normal``,
 ``randint``). ``seed(s)`` sets the
 session seed; each call without ``seed=`` takes the next stream.
+``get_state()`` / ``set_state(state)`` read and restore (seed, stream), e.g.
+for a checkpoint.
 """
 from __future__ import annotations
 
@@ -55,6 +57,19 @@ def _mix_int(x: int) -> int:
 def seed(s: int) -> None:
     """Set the session seed and restart its streams (same on every rank)."""
     _state["seed"], _state["stream"] = int(s), 0
+
+
+def get_state() -> dict:
+    """The session's random state, ``{"seed": int, "stream": int}`` (a copy; the same
+    on every rank)."""
+    return dict(_state)
+
+
+@command
+def set_state(state: dict) -> None:
+    """Restore a state from ``get_state`` (on every rank): later draws repeat those
+    that followed it."""
+    _state["seed"], _state["stream"] = int(state["seed"]), int(state["stream"])
 
 
 def _key(seed_: int | None) -> int | torch.Tensor:

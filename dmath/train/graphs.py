@@ -14,7 +14,7 @@ What a replay must not miss (``runtime.capture``):
 * the batch is copied into the graph's own input arrays;
 * after the replay the host does what the step's Python did (the optimizer's
   step counts, the random stream count, the trainer's step and schedule:
-  ``Trainer._after_replay``) and bumps the versions of the arrays the step
+  ``Trainer.after_replay``) and bumps the versions of the arrays the step
   wrote (parameters, optimizer state, batch-norm statistics), so no cached
   host copy is stale.
 
@@ -194,7 +194,7 @@ class StepGraphs:
         g.backend.replay()
         tr.after_replay(g.stepped, g.rng_calls)
         touch_all(g.arrays)
-        return tr._stats(g.outs)
+        return tr.stats_of(g.outs)
 
     def _feed(self, g: _Graph, batches: list) -> None:
         for (X, Y), (x, y) in zip(g.inputs, batches):
@@ -211,14 +211,14 @@ class StepGraphs:
         g = _Graph(self.backend(), inputs, arrays)
         self._feed(g, batches)
         self.values.write(numbers)
-        saved = tr._host_state()
-        tr._forget_cached_casts()           # their casts must be kernels of the graph
+        saved = tr.host_state()
+        tr.forget_cached_casts()           # their casts must be kernels of the graph
         stream0, steps0 = numbers["rng.stream"], list(tr.optimizer.steps)
         try:
             with capture.capturing(self.values):
-                g.outs = g.backend.capture(lambda: [s.t for s in tr._eager_step(inputs)])
+                g.outs = g.backend.capture(lambda: [s.t for s in tr.eager_step(inputs)])
         except Exception as exc:            # noqa: BLE001 - any failure: train on eagerly
-            tr._restore_host_state(saved)
+            tr.restore_host_state(saved)
             self.failures += 1
             if self.failures >= ATTEMPTS:
                 self.failed = f"{type(exc).__name__}: {exc}"
@@ -233,7 +233,7 @@ class StepGraphs:
             del self.graphs[next(iter(self.graphs))]
         for a in g.arrays:
             a.touch()
-        return tr._stats(g.outs)
+        return tr.stats_of(g.outs)
 
 
 __all__ = ["ATTEMPTS", "BACKENDS", "CudaGraph", "KEEP", "OpReplay", "StepGraphs", "WARMUP"]

@@ -118,11 +118,6 @@ def _argmax_rows(logits: DArray) -> DArray:
     return DArray(z.local.argmax(1), (logits.shape[0],), lay, logits.grid)
 
 
-@command
-def _set_rng(seed: int, stream: int) -> None:
-    _random._state["seed"], _random._state["stream"] = int(seed), int(stream)
-
-
 def is_root() -> bool:
     return context().world.rank == 0
 
@@ -176,9 +171,14 @@ class Trainer:
             stats = self.graphs.step(batches)
             if stats is not None:
                 return stats
-        return self._eager_step(batches)
+        return self.eager_step(batches)
 
-    def _eager_step(self, batches: list[tuple[DArray, DArray]]) -> list:
+    # -- the step interface (what ``train.graphs.StepGraphs`` uses) ------------------------
+    # eager_step runs a step op by op (what a graph captures); step_arrays lists what a
+    # step writes; after_replay does a replayed step's host work; stats_of wraps a graph's
+    # outputs; forget_cached_casts, host_state and restore_host_state bracket a capture.
+    def eager_step(self, batches: list[tuple[DArray, DArray]]) -> list:
+        """One optimizer step over ``batches``, op by op; their stats (not fetched)."""
         params = self.model.params()
         acc, stats = None, []
         n = sum(b[0].shape[0] for b in batches)
@@ -210,14 +210,16 @@ class Trainer:
         if self.schedule is not None and self.schedule_per == "step":
             self.schedule.step()
 
-    # -- what graphs.StepGraphs needs of the trainer -------------------------------------
-    def _after_replay(self, stepped: list[bool], rng_calls: int) -> None:
-        """The host's part of a replayed step (what its Python did when captured)."""
+    def after_replay(self, stepped: list[bool], rng_calls: int) -> None:
+        """The host's part of a replayed step (what its Python did when captured):
+        ``stepped`` per optimizer group, ``rng_calls`` random streams drawn."""
         self.optimizer.advance(stepped)
-        _random._state["stream"] += rng_calls
+        rng = _random.get_state()
+        rng["stream"] += rng_calls
+        _random.set_state(rng)
         self._finish_step()
 
-    def _step_arrays(self) -> list[DArray]:
+    def step_arrays(self) -> list[DArray]:
         """The arrays a step writes in place: parameters, buffers, optimizer state (the
         model's listed again only after an edit of the model: ``nn.edits``)."""
         mine = getattr(self, "_model_arrays", None)
@@ -226,27 +228,31 @@ class Trainer:
         return [*mine[1], *(b for bufs in self.optimizer.state.values() for b in bufs)]
 
     @staticmethod
-    def _stats(outs: list) -> list:
+    def stats_of(outs: list) -> list:
+        """A replayed step's stats from the graph's output tensors (copied)."""
         return [_Stats(t.clone()) for t in outs]
 
-    def _forget_cached_casts(self) -> None:
+    def forget_cached_casts(self) -> None:
+        """Drop the parameters' cached compute-dtype copies (a capture must cast anew)."""
         for p in self.model.params():
             p.set_master(p.master)
 
-    def _host_state(self) -> dict:
+    def host_state(self) -> dict:
+        """The host-side state a step changes (optimizer counters, step, schedule, random
+        streams), for ``restore_host_state``."""
         o = self.optimizer
         return {"opt": (o.t, list(o.steps), o.lr), "step": self.step,
                 "sched": None if self.schedule is None else self.schedule.state_dict(),
-                "rng": dict(_random._state)}
+                "rng": _random.get_state()}
 
-    def _restore_host_state(self, st: dict) -> None:
+    def restore_host_state(self, st: dict) -> None:
         """Back to ``st`` after a step that failed half way (a failed capture)."""
         o = self.optimizer
         o.t, o.steps, o.lr = st["opt"][0], list(st["opt"][1]), st["opt"][2]
         self.step = st["step"]
         if st["sched"] is not None:
             self.schedule.load_state_dict(st["sched"])
-        _random._state.update(st["rng"])
+        _random.set_state(st["rng"])
         o.zero_grad()
         _drop_contexts(self.model)
         self.reducer = GradReducer(**self._reducer_args)
@@ -342,10 +348,9 @@ class Trainer:
     def state(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scheduler": None if self.schedule is None else self.schedule.state_dict(),
-                "scaler": None if self.scaler is None else
-                {"scale": self.scaler.scale, "clean": self.scaler._clean},
+                "scaler": None if self.scaler is None else self.scaler.state_dict(),
                 "epoch": self.epoch, "step": self.step,
-                "rng": {"seed": _random._state["seed"], "stream": _random._state["stream"]},
+                "rng": _random.get_state(),
                 "metrics": {"history": json.dumps(self.history),
                             "step_losses": json.dumps(self.step_losses)}}
 
@@ -355,9 +360,9 @@ class Trainer:
         if self.schedule is not None and st.get("scheduler") is not None:
             self.schedule.load_state_dict(st["scheduler"])
         if self.scaler is not None and st.get("scaler") is not None:
-            self.scaler.scale, self.scaler._clean = st["scaler"]["scale"], st["scaler"]["clean"]
+            self.scaler.load_state_dict(st["scaler"])
         self.epoch, self.step = int(st["epoch"]), int(st["step"])
-        _set_rng(st["rng"]["seed"], st["rng"]["stream"])
+        _random.set_state(st["rng"])
         self.history = json.loads(st["metrics"]["history"])
         self.step_losses = json.loads(st["metrics"]["step_losses"])
 

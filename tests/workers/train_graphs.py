@@ -146,7 +146,7 @@ passed += 1
 # captures that fail: the host state restored and the run as eager; a failure is retried
 # (it may be transient) and after ATTEMPTS failures graphs are given up with a warning
 ref, a, _ = fit(False)
-real = train.Trainer._eager_step
+real = train.Trainer.eager_step
 calls = {"n": 0, "fail": 0}
 
 
@@ -158,7 +158,7 @@ def flaky(self, batches):
     return real(self, batches)
 
 
-train.Trainer._eager_step = flaky
+train.Trainer.eager_step = flaky
 try:
     for fail in (1, G.ATTEMPTS):
         calls.update(n=0, fail=fail)
@@ -173,7 +173,7 @@ try:
         same(a, b, 0 if fail == G.ATTEMPTS and not CUDA else tolerance("fp32"),
              f"{fail} failed capture(s)")
 finally:
-    train.Trainer._eager_step = real
+    train.Trainer.eager_step = real
 passed += 1
 
 # a host synchronisation cannot be captured
