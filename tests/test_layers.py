@@ -183,3 +183,28 @@ def test_checker_finds_circles_and_upward_imports():
     assert _cycle({"a", "b"}, {"a": {"b"}, "b": set()}) is None
     with pytest.raises(AssertionError, match="does not know"):
         _rank("no_such_package")
+
+
+def test_no_name_hides_a_module():
+    """Modules are nouns: no package binds a function (or other name) over one of its
+    submodules (``from .sort import sort`` made ``dmath.ops.sort`` the function), and no
+    module defines a function of its own name (``tune.tune``)."""
+    bad = []
+    for init in sorted(ROOT.rglob("__init__.py")):
+        subs = {p.stem for p in init.parent.glob("*.py")} | {
+            p.name for p in init.parent.iterdir() if (p / "__init__.py").exists()}
+        for node in ast.walk(ast.parse(init.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level and node.module:
+                names = [a.asname or a.name for a in node.names]
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names = [node.name]
+            else:
+                continue
+            bad += [f"{_module_name(init)}.{n} is bound over the module of that name"
+                    for n in names if n in subs and n != "*"]
+    for m, path in _modules().items():
+        stem = m.rsplit(".", 1)[-1]
+        tree = ast.parse(path.read_text())
+        bad += [f"{m}.{n.name} has its module's name" for n in tree.body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == stem]
+    assert not bad, "\n".join(bad)
