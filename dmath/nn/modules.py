@@ -52,6 +52,14 @@ class Module:
     def children(self) -> list["Module"]:
         return [c for _, c in self.named_children()]
 
+    def drop_contexts(self) -> None:
+        """Forget the saved contexts of a forward pass that gets no backward (this
+        module and its children)."""
+        if hasattr(self, "_ctx"):
+            self._ctx = None
+        for c in self.children():
+            c.drop_contexts()
+
     def named_children(self) -> list[tuple[str, "Module"]]:
         return []
 

@@ -254,7 +254,7 @@ class Trainer:
             self.schedule.load_state_dict(st["sched"])
         _random.set_state(st["rng"])
         o.zero_grad()
-        _drop_contexts(self.model)
+        self.model.drop_contexts()
         self.reducer = GradReducer(**self._reducer_args)
 
     # -- loops ---------------------------------------------------------------------------
@@ -327,7 +327,7 @@ class Trainer:
         for x, y in loader:
             stats.append(_loss_step(self.model(x), y, None)[1])
             n += x.shape[0]
-            _drop_contexts(self.model)
+            self.model.drop_contexts()
         vals = _reduce_stats(stats)
         self.model.train(was)
         return {"loss": sum(v[0] for v in vals) / max(1, n),
@@ -340,7 +340,7 @@ class Trainer:
         out = []
         for x, _ in loader:
             out.append(_argmax_rows(self.model(x)).to_numpy())
-            _drop_contexts(self.model)
+            self.model.drop_contexts()
         self.model.train(was)
         return np.concatenate(out) if out else np.zeros(0, np.int64)
 
@@ -397,14 +397,6 @@ def _graph_backend(graphs: bool | str, precision: str) -> str | None:
     if why is not None:
         raise ValueError(f"Trainer(graphs={graphs!r}): {why}")
     return "cuda" if graphs is True else graphs
-
-
-def _drop_contexts(m: Module) -> None:
-    """Forget the saved contexts of a forward pass that has no backward."""
-    if hasattr(m, "_ctx"):
-        m._ctx = None
-    for c in m.children():
-        _drop_contexts(c)
 
 
 def _plot(history: list[dict], step_losses: list[float], out: Path) -> None:
