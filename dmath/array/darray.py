@@ -277,6 +277,8 @@ class DArray:
 
         A new array, as numpy's; ``copy=False``: ``self`` when the dtype is
         already ``dtype`` (then no command is sent)."""
+        if dtype is self._local.dtype and not copy:
+            return self
         t = as_dtype(dtype)
         if t == self.dtype:
             return self.copy() if copy else self
