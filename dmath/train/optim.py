@@ -21,7 +21,7 @@ from typing import Iterable
 
 import torch
 
-from ..array import DArray
+from ..array import DArray, touch_all
 from ..nn.modules import _adopt
 from ..nn.precision import Param
 from ..ops import zeros_like
@@ -44,8 +44,7 @@ def _with_grads(masters: list, grads: list, *states) -> tuple:
 def _touch(*arrays: list) -> None:
     """Record the in-place writes (inside a command: every rank runs this itself)."""
     for group in arrays:
-        for a in group:
-            a._touched()
+        touch_all(group)
 
 
 @command
