@@ -8,4 +8,4 @@ from mpi_harness import run_workers
 
 @pytest.mark.parametrize("n", [1, 3])
 def test_plans(n):
-    assert run_workers("plans_cases", n) == 13
+    assert run_workers("plans_cases", n) == 20

@@ -277,6 +277,8 @@ class DArray:
 
         A new array, as numpy's; ``copy=False``: ``self`` when the dtype is
         already ``dtype`` (then no command is sent)."""
+        if dtype is self._local.dtype and not copy:
+            return self
         t = as_dtype(dtype)
         if t == self.dtype:
             return self.copy() if copy else self
@@ -471,7 +473,12 @@ def touch_all(arrays) -> None:
     """``a.touch()`` for each of ``arrays``, on this rank only: for code that already
     runs on every rank (a replayed training step), without a command per array."""
     for a in arrays:
-        a._touched()
+        d = a.__dict__
+        if "_uid_" in d or d.get("_views"):
+            a._touched()
+        else:                       # never cached, no views: what ``_touched`` would do
+            a._version += 1
+            a._host_cache = None
 
 
 _dispatch.register_handle_type(DArray)

@@ -85,12 +85,25 @@ class Layout:
 
     __slots__ = ("dims", "partial", "_hash")
 
-    def __init__(self, *dims, partial: Iterable[AxisRef] = (), block: int | None = None):
+    def __new__(cls, *dims, partial: Iterable[AxisRef] = (), block: int | None = None):
         _check_block(block)  # also when no dim is sharded
-        object.__setattr__(self, "dims", tuple(_as_dim(d, block) for d in dims))
+        dims = tuple(_as_dim(d, block) for d in dims)
         partial = (partial,) if isinstance(partial, (str, int)) else tuple(partial)
-        object.__setattr__(self, "partial", partial)
-        object.__setattr__(self, "_hash", hash((self.dims, self.partial)))
+        key = (dims, partial)
+        self = _INTERNED.get(key)
+        if self is None:
+            # Interned: equal layouts are one object, so the ops' "already there?"
+            # test is an identity check (``same``), not a comparison of dims.
+            self = object.__new__(cls)
+            object.__setattr__(self, "dims", dims)
+            object.__setattr__(self, "partial", partial)
+            object.__setattr__(self, "_hash", hash(key))
+            if len(_INTERNED) < _INTERN_MAX:
+                _INTERNED[key] = self
+        return self
+
+    def __init__(self, *dims, partial: Iterable[AxisRef] = (), block: int | None = None):
+        pass                                      # made by __new__
 
     def __setattr__(self, name, value):
         raise AttributeError("Layout is immutable")
@@ -98,7 +111,7 @@ class Layout:
     def __eq__(self, other: object) -> bool:
         if self is other:
             return True
-        return (isinstance(other, Layout) and self._hash == other._hash and self.dims == other.dims
+        return (type(other) is Layout and self._hash == other._hash and self.dims == other.dims
                 and self.partial == other.partial)
 
     def __hash__(self) -> int:
@@ -134,10 +147,17 @@ class Layout:
                       partial=self.partial if partial is None else partial)
 
     def without_partial(self) -> "Layout":
-        return self.replace(partial=())
+        return self.replace(partial=()) if self.partial else self
 
     def permute(self, order: Iterable[int]) -> "Layout":
-        return self.replace(dims=[self.dims[i] for i in order])
+        order = tuple(order)
+        key = (self, order)
+        out = _PERMUTED.get(key)
+        if out is None:
+            out = self.replace(dims=[self.dims[i] for i in order])
+            if len(_PERMUTED) < _INTERN_MAX:
+                _PERMUTED[key] = out
+        return out
 
     # -- binding to a grid -----------------------------------------------------
     def resolve(self, grid: "Grid", ndim: int) -> "Layout":
@@ -163,6 +183,12 @@ class Layout:
                 raise ValueError(f"grid axis {a!r} is used twice in {self} on {grid!r}")
             seen.add(a)
         return Layout(*dims, partial=partial)
+
+
+_INTERNED: dict = {}
+_PERMUTED: dict = {}        # (layout, order) -> layout.permute(order): a transpose per call
+_INTERN_MAX = 1 << 16       # past this (a program making layouts without end) equal layouts
+                            # may be distinct objects: ``==`` stays right, only slower
 
 
 def _rebuild(dims, partial):

@@ -240,7 +240,7 @@ class _Product:
     def _matrix(self, x: DArray, i: int) -> DArray:
         v = self.views[i]
         if v is not None:
-            x = DArray(x._local.reshape(v[2]), v[0], v[1], x.grid)
+            x = _matrix_view(x, v)
         return x.astype(self.prob.in_dtype, copy=False)
 
     def run(self, A: DArray, B: DArray) -> DArray:
@@ -262,6 +262,24 @@ class _Product:
 
 
 _PRODUCTS = PlanCache("matmul")
+
+
+def _matrix_view(x: DArray, view: tuple) -> DArray:
+    """Vector ``x`` as the matrix ``view`` = (shape, layout, local shape): one array per
+    vector and view, kept on ``x`` while its piece is the same tensor, so a repeated
+    ``M @ v`` finds v's replicated copy in the layout cache (a new array each call
+    would gather v again and cache a copy nobody reads). A view of x's piece, made with
+    ``view_as``: a write to either bumps both versions."""
+    kept = x.__dict__.get("_matrix_views")
+    if kept is not None and kept[0] is x._local and view in kept[1]:
+        return kept[1][view]
+    out = DArray(x._local.reshape(view[2]), view[0], view[1], x.grid)
+    if out._local.data_ptr() != x._local.data_ptr() or not x._local.numel():
+        return out                                  # a copy (odd strides): not kept
+    if kept is None or kept[0] is not x._local:
+        kept = x._matrix_views = (x._local, {})
+    kept[1][view] = x.view_as(out)
+    return out
 
 
 def _product(A: DArray, B: DArray, out_layout, algorithm: str, out_dtype) -> _Product:

@@ -23,10 +23,13 @@ import os
 import numpy as np
 import torch
 
+from ..runtime import agreed
+from ..runtime.plans import PlanCache
 from . import profile
 from .precision import HALF, tf32_enabled
 
 KERNELS = ("torch", "blas")
+_KERNELS = PlanCache("gemm kernel", limit=64)
 _FORCED: list = [os.environ.get("DMATH_CPU_GEMM") or None]
 _BLAS_THREADS: list = [None]
 
@@ -54,6 +57,15 @@ def kernel_for(device: torch.device, dtype: torch.dtype) -> str:
         return "torch"
     if _FORCED[0] is not None:
         return _FORCED[0]
+    # planned on what the answer reads: the thread count (the profile's fingerprint),
+    # the tune file's time (looked at once a second), an agreed profile (a change of
+    # it clears the plan caches)
+    key = (device, dtype, torch.get_num_threads(), profile._mtime(), agreed.is_agreed())
+    k = _KERNELS.get(key)
+    return k if k is not None else _KERNELS.put(key, _kernel_for(device, dtype))
+
+
+def _kernel_for(device: torch.device, dtype: torch.dtype) -> str:
     prof, measured = profile.load(device)
     if not measured:
         return "torch"

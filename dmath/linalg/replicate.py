@@ -15,14 +15,25 @@ from __future__ import annotations
 
 from ..array import DArray, Dim, Layout
 from . import cost
-from ._local import inner_indices, pick, with_partial
+from ..runtime.plans import PlanCache
+from ._local import pick_inner, with_partial
 from .kernels import local_gemm
 
 NAMES = ("replicate_a", "replicate_b")
 
 
+_NATURAL = PlanCache("replicate layout")
+_REPLICATED = Layout()
+
+
 def natural_layout(prob: cost.Problem, which: str) -> Layout:
-    """Layout of C before the final redistribution (maybe partial)."""
+    """Layout of C before the final redistribution (maybe partial); planned per problem."""
+    key = (prob, which)
+    lay = _NATURAL.get(key)
+    return lay if lay is not None else _NATURAL.put(key, _natural_layout(prob, which))
+
+
+def _natural_layout(prob: cost.Problem, which: str) -> Layout:
     if which == "replicate_b":
         return with_partial(prob.grid, prob.la.dims[0], Dim(), prob.la.partial, prob.la.dims[1].axes)
     return with_partial(prob.grid, Dim(), prob.lb.dims[1], prob.lb.partial, prob.lb.dims[0].axes)
@@ -55,11 +66,11 @@ def run(A: DArray, B: DArray, prob: cost.Problem, which: str) -> DArray:
     nat = natural_layout(prob, which)
     dtype = prob.acc_dtype if nat.partial else prob.out_dtype
     if which == "replicate_b":
-        B_RR = B.redistribute(Layout())
+        B_RR = B.redistribute(_REPLICATED)
         # C[a0,R] := A[a0,a1] @ B[a1,R]
-        local = local_gemm(A.local, pick(B_RR.local, 0, inner_indices(A, 1)), dtype=dtype)
+        local = local_gemm(A.local, pick_inner(B_RR.local, 0, A, 1), dtype=dtype)
     else:
-        A_RR = A.redistribute(Layout())
+        A_RR = A.redistribute(_REPLICATED)
         # C[R,b1] := A[R,b0] @ B[b0,b1]
-        local = local_gemm(pick(A_RR.local, 1, inner_indices(B, 0)), B.local, dtype=dtype)
+        local = local_gemm(pick_inner(A_RR.local, 1, B, 0), B.local, dtype=dtype)
     return DArray(local, (prob.m, prob.n), nat, prob.grid)

@@ -66,19 +66,47 @@ def partial(layout: Layout, grid, axes: tuple) -> Layout:
     return layout.replace(partial=tuple(layout.partial) + live_axes(grid, axes))
 
 
-@lru_cache(maxsize=4096)
+_RESOLVED: dict = {}
+
+
 def resolved(layout: Layout, grid, ndim: int) -> Layout:
-    """``layout.resolve(grid, ndim)``, cached (layouts and grids are hashable values)."""
-    return layout.resolve(grid, ndim)
+    """``layout.resolve(grid, ndim)``, cached on (the layout, the grid's axis names,
+    ndim): all that resolving reads. Layouts are interned (``Layout``), so their
+    ids are stable keys while they live in the cache."""
+    key = (id(layout), grid.names, ndim)
+    hit = _RESOLVED.get(key)
+    if hit is not None and hit[0] is layout:
+        return hit[1]
+    lay = layout.resolve(grid, ndim)
+    if len(_RESOLVED) > 4096:
+        _RESOLVED.clear()
+    _RESOLVED[key] = (layout, lay)         # keeps ``layout`` alive: its id stays its own
+    return lay
+
+
+_SUB: dict = {}
+
+
+def sub_layout(layout: Layout, *dims: int | None) -> Layout:
+    """``Layout(layout.dims[i] for i in dims)`` (None: a replicated dim), cached."""
+    key = (layout, dims)
+    lay = _SUB.get(key)
+    if lay is None:
+        lay = Layout(*(None if i is None else layout.dims[i] for i in dims))
+        if len(_SUB) > 4096:
+            _SUB.clear()
+        _SUB[key] = lay
+    return lay
 
 
 def to_layout(a: DArray, layout: Layout) -> DArray:
     """``a`` in ``layout``: ``a`` itself, without planning, when it is there already.
 
-    The ops call this on every argument; caching the resolved layout keeps the
-    per-call cost of the common no-op case to one comparison."""
-    lay = resolved(layout, a.grid, a.ndim)
-    return a if a.layout == lay else a.redistribute(lay)
+    The ops call this on every argument; the resolved layout is cached and
+    layouts are interned, so the common no-op case is one identity test."""
+    lay = resolved(layout, a.grid, len(a.shape))
+    cur = a.layout
+    return a if cur is lay or cur == lay else a.redistribute(lay)
 
 
 def full_sum(a: DArray) -> DArray:

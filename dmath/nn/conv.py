@@ -29,13 +29,13 @@ its channels touch, with zero weights for the channels it does not own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
 
 from ..array import DArray, Layout
 from ..runtime.dispatch import command, register_handle_type
+from ..runtime.plans import PlanCache
 from ._common import (block_range, check_ndim, finish_grad, pair, partial, resolved, same_grid,
                       to_layout)
 from .halo import Window
@@ -91,9 +91,21 @@ class _Plan:
     channels: tuple             # this rank's output channels [c0, c1)
 
 
-@lru_cache(maxsize=1024)
-def _plan(x_shape, w_shape, stride, padding, dilation, groups: int, spec, grid, itemsize: int,
-          memory_bytes) -> _Plan:
+_PLANS = PlanCache("nn.conv")
+
+
+def _plan(*args) -> _Plan:
+    """``_make_plan(*args)``, planned once per (shapes, settings, layout spec, grid,
+    itemsize, memory bound)."""
+    try:
+        pl = _PLANS.get(args)
+    except TypeError:                     # an unhashable spec: planned every call
+        return _make_plan(*args)
+    return pl if pl is not None else _PLANS.put(args, _make_plan(*args))
+
+
+def _make_plan(x_shape, w_shape, stride, padding, dilation, groups: int, spec, grid,
+               itemsize: int, memory_bytes) -> _Plan:
     cout, cin_g = w_shape[:2]
     if groups < 1 or x_shape[1] != cin_g * groups or cout % groups:
         raise ValueError(f"conv2d: x {x_shape} and w {w_shape} do not fit groups={groups} "

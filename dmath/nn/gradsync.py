@@ -7,7 +7,9 @@ the batch each hold a summand). Gradients are packed into buckets of about
 ``MPI_Iallreduce`` / ``Ireduce_scatter`` / ``Ialltoallv`` on host tensors,
 NCCL's async all-reduce on GPUs with the nccl transport, a blocking
 collective otherwise) while the backward pass goes on; ``wait()`` finishes
-them all and returns the summed gradients in ``add`` order.
+them all and returns the summed gradients in ``add`` order. ``overlap=False``
+holds full buckets until ``wait()`` (the same buckets, the same sums bit for
+bit: the baseline that benchmarks/overlap.py compares with).
 
 Modes:
 
@@ -142,7 +144,7 @@ class GradReducer:
         return super().__new__(cls)
 
     def __init__(self, *, bucket_bytes: int = 4 << 20, mode: str = "allreduce",
-                 compress: torch.dtype | None = None):
+                 compress: torch.dtype | None = None, overlap: bool = True):
         if hasattr(self, "_open"):
             return                    # rank 0, client-server: made on every rank by __new__
         if mode not in MODES:
@@ -151,7 +153,9 @@ class GradReducer:
             raise ValueError(f"compress must be torch.bfloat16, torch.float16 or None, got "
                              f"{compress}")
         self.bucket_bytes, self.mode, self.compress = int(bucket_bytes), mode, compress
+        self.overlap = bool(overlap)
         self._open: dict = {}
+        self._full: list[_Bucket] = []        # overlap off: full buckets held until wait()
         self._started: list[_Bucket] = []
         self._results: dict[int, DArray] = {}
         self._count = 0
@@ -173,7 +177,11 @@ class GradReducer:
         b.items.append((index, g))
         b.nbytes += g.local.numel() * g.local.element_size()
         if b.nbytes >= self.bucket_bytes:
-            self._start(self._open.pop(key))
+            full = self._open.pop(key)
+            if self.overlap:
+                self._start(full)
+            else:
+                self._full.append(full)
         for s in self._started:
             if s.pending is not None:
                 s.pending.test()
@@ -181,7 +189,10 @@ class GradReducer:
 
     @command
     def flush(self) -> None:
-        """Start every open bucket."""
+        """Start every held and open bucket."""
+        full, self._full = self._full, []
+        for b in full:
+            self._start(b)
         for key in list(self._open):
             self._start(self._open.pop(key))
 

@@ -31,13 +31,35 @@ from dataclasses import dataclass
 from ..array import DArray, Dim, Layout
 from ..linalg import matmul as _linalg_matmul
 from ..runtime.dispatch import command, register_handle_type
+from ..runtime.plans import PlanCache
 from ._common import check_ndim, finish_grad, full_sum, live_axes, same_grid, to_layout
+
+
+_LAYOUTS = PlanCache("nn.linear")
 
 
 def product_layout(a: DArray, b: DArray) -> Layout:
     """Layout of a (m, k) @ b (k, n) that needs no traffic beyond aligning k:
     ``[a's m dim, b's n dim, partial over k's axes]`` -- the n dim replicated if
-    it shares an axis with m or k (k taken from a, else from b)."""
+    it shares an axis with m or k (k taken from a, else from b). Planned once per
+    (a's layout, b's layout, grid)."""
+    key = ("product", a.layout, b.layout, a.grid)
+    lay = _LAYOUTS.get(key)
+    return lay if lay is not None else _LAYOUTS.put(key, _product_layout(a, b))
+
+
+def _rows_layout(layout: Layout, grid, dim: int, partial_dim: int | None = None) -> Layout:
+    """``Layout(layout.dims[dim])``, partial over the live axes of ``layout.dims[partial_dim]``
+    (None: none); cached (the bias' layouts of ``linear_forward`` / ``backward``)."""
+    key = ("rows", layout, grid, dim, partial_dim)
+    lay = _LAYOUTS.get(key)
+    if lay is None:
+        axes = () if partial_dim is None else live_axes(grid, layout.dims[partial_dim].axes)
+        lay = _LAYOUTS.put(key, Layout(layout.dims[dim], partial=axes))
+    return lay
+
+
+def _product_layout(a: DArray, b: DArray) -> Layout:
     k = a.layout.dims[1] if a.layout.dims[1].axes else b.layout.dims[0]
     m = a.layout.dims[0]
     m = Dim() if set(m.axes) & set(k.axes) else m
@@ -77,7 +99,7 @@ def linear_forward(x: DArray, w: DArray, b: DArray | None = None) -> tuple[DArra
     y = product(x, w.T)
     y = full_sum(y)
     if b is not None:
-        br = to_layout(b, Layout(y.layout.dims[1]))
+        br = to_layout(b, _rows_layout(y.layout, y.grid, 1))
         y = DArray(y.local + br.local, y.shape, y.layout, y.grid)
     ctx = LinearCtx(x, w, x.layout, w.layout, None if b is None else b.layout, y.layout)
     return y, ctx
@@ -94,8 +116,7 @@ def linear_backward(dy: DArray, ctx: LinearCtx, *, reduce: bool = True,
     dw = finish_grad(dw, ctx.w_layout, reduce)
     db = None
     if ctx.b_layout is not None:
-        axes = live_axes(dy.grid, ctx.y_layout.dims[0].axes)
-        db = DArray(dy.local.sum(0), (dy.shape[1],), Layout(ctx.y_layout.dims[1], partial=axes),
+        db = DArray(dy.local.sum(0), (dy.shape[1],), _rows_layout(ctx.y_layout, dy.grid, 1, 0),
                     dy.grid)
         db = finish_grad(db, ctx.b_layout, reduce)
     return dx, dw, db
@@ -104,8 +125,10 @@ def linear_backward(dy: DArray, ctx: LinearCtx, *, reduce: bool = True,
 @command
 def flatten_forward(x: DArray) -> tuple[DArray, tuple]:
     """(N, ...) -> (N, prod(...)): x gathered to [batch, R, ...] and reshaped locally."""
-    xr = to_layout(x, Layout(x.layout.dims[0]))
-    lay = Layout(xr.layout.dims[0], Dim())
+    xr = to_layout(x, _rows_layout(x.layout, x.grid, 0))
+    lay = _LAYOUTS.get(("flat", xr.layout))
+    if lay is None:
+        lay = _LAYOUTS.put(("flat", xr.layout), Layout(xr.layout.dims[0], Dim()))
     y = DArray(xr.local.reshape(xr.local.shape[0], -1), (x.shape[0], math.prod(x.shape[1:])),
                lay, x.grid)
     return y, (x.shape, x.layout, xr.layout)
@@ -114,7 +137,7 @@ def flatten_forward(x: DArray) -> tuple[DArray, tuple]:
 @command
 def flatten_backward(dy: DArray, ctx: tuple) -> DArray:
     shape, given, used = ctx
-    g = to_layout(dy, Layout(used.dims[0]))
+    g = to_layout(dy, _rows_layout(used, dy.grid, 0))
     return to_layout(DArray(g.local.reshape((g.local.shape[0],) + tuple(shape[1:])), shape, used,
                             dy.grid), given)
 

@@ -26,7 +26,8 @@ import torch
 from ..array import DArray, Layout, global_indices
 from ..ops import full, reductions
 from ..runtime.dispatch import command, register_handle_type
-from ._common import check_ndim, full_sum, live_axes, same_grid, to_layout
+from ._common import (check_ndim, full_sum, live_axes, resolved, same_grid, sub_layout,
+                      to_layout)
 
 REDUCTIONS = ("none", "sum", "mean")
 
@@ -101,7 +102,7 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
                          f"{logits.shape}")
     logits = full_sum(logits)
     grid = logits.grid
-    rows = Layout(logits.layout.dims[0])
+    rows = sub_layout(logits.layout, 0)
     t = to_layout(target, rows).local.to(torch.int64)
     x = logits.local.to(_acc(logits.dtype))
     comm = None
@@ -118,7 +119,7 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
     if comm is not None:
         st = comm.allreduce(st, "sum")
     s, tl = st[0], st[1]
-    per = DArray(m + torch.log(s) - tl, (logits.shape[0],), rows.resolve(grid, 1), grid)
+    per = DArray(m + torch.log(s) - tl, (logits.shape[0],), resolved(rows, grid, 1), grid)
     loss, rctx = reduce_loss_forward(per, reduction)
     ctx = CrossEntropyCtx(logits.layout, logits.shape, grid, e / s[:, None], hit, rctx,
                           logits.dtype)
@@ -129,7 +130,7 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
 def softmax_cross_entropy_backward(dloss: "DArray | float | None",
                                    ctx: CrossEntropyCtx) -> DArray:
     """dlogits in the logits' layout."""
-    rows = Layout(ctx.logits_layout.dims[0])
+    rows = sub_layout(ctx.logits_layout, 0)
     d = to_layout(reduce_loss_backward(dloss, ctx.reduce), rows).local
     g = (ctx.probs - ctx.hit.to(ctx.probs.dtype)) * d.to(ctx.probs.dtype)[:, None]
     return DArray(g.to(ctx.dtype), ctx.shape, ctx.logits_layout, ctx.grid)

@@ -24,7 +24,7 @@ from ..array import DArray, Layout
 from ..runtime import default_grid
 from ..runtime.dispatch import command
 from . import activation, conv, linear, loss, norm, pool
-from ._common import edited, pair, to_layout
+from ._common import edited, edits, pair, to_layout
 from .gradsync import GradReducer
 from .param import Param
 from .strategy import ConvLayout, choose_conv_layout, conv_layout
@@ -36,7 +36,7 @@ class Module:
     compute_dtype: torch.dtype | None = None
     training: bool = True
     _buffers: tuple = ()          # names of DArray attributes saved in ``state_dict``
-    _TRANSIENT = frozenset({"_ctx", "_x_layout"})     # per-call state, not the description
+    _TRANSIENT = frozenset({"_ctx", "_x_layout", "_params"})   # not the description
 
     def __setattr__(self, name: str, value) -> None:
         if name not in self._TRANSIENT:
@@ -44,10 +44,15 @@ class Module:
         object.__setattr__(self, name, value)
 
     def params(self) -> list[Param]:
-        out = [v for v in vars(self).values() if isinstance(v, Param)]
-        for c in self.children():
-            out += c.params()
-        return out
+        """This layer's and its children's parameters (listed again only after an
+        edit of some module: ``nn.edits``)."""
+        got = self.__dict__.get("_params")
+        if got is None or got[0] != edits():
+            out = [v for v in vars(self).values() if isinstance(v, Param)]
+            for c in self.children():
+                out += c.params()
+            got = self._params = (edits(), out)
+        return list(got[1])
 
     def children(self) -> list["Module"]:
         return [c for _, c in self.named_children()]

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..array import DArray, Dim
+from ..array import DArray, Dim, Layout
 from ..runtime.dispatch import command, register_handle_type
-from ._common import check_ndim, pair, to_layout
+from ..runtime.plans import PlanCache
+from ._common import check_ndim, pair, resolved, to_layout
 from .halo import Window
 from .spatial import Halos, gather_halos
 
@@ -45,7 +46,44 @@ class PoolCtx:
     extra: object           # max: indices; avg: (count_include_pad, divisor_override, counts)
 
 
+_PLANS = PlanCache("nn.pool")
+
+
+@dataclass(frozen=True)
+class _PoolPlan:
+    """A pooling's decisions for one input description (``_prepare``)."""
+
+    layout: Layout          # x's layout as computed on (resolved)
+    windows: tuple
+    out_shape: tuple
+    halos: Halos | None     # the halos when nothing is sharded spatially (no exchange)
+
+
 def _prepare(x: DArray, op: str, kernel, stride, padding, dilation, ceil_mode: bool, fill: float):
+    """(x in the computing layout, its extended piece, halos, windows, y's shape):
+    planned once per (x's description, the pooling's settings)."""
+    if type(x) is DArray:
+        key = (op, x.shape, x.layout, x.grid, kernel, stride, padding, dilation, ceil_mode, fill)
+        try:
+            pl = _PLANS.get(key)
+        except TypeError:                 # e.g. a list kernel_size: planned every call
+            pl, key = None, None
+        if pl is None:
+            pl = _pool_plan(x, op, kernel, stride, padding, dilation, ceil_mode)
+            if key is not None:
+                _PLANS.put(key, pl)
+    else:
+        pl = _pool_plan(x, op, kernel, stride, padding, dilation, ceil_mode)     # raises
+    xr = x if x.layout is pl.layout else to_layout(x, pl.layout)
+    if pl.halos is not None:
+        X, halos = xr.local, pl.halos
+    else:
+        X, halos = gather_halos(xr, pl.windows, fill)
+    return xr, X, halos, pl.windows, pl.out_shape
+
+
+def _pool_plan(x: DArray, op: str, kernel, stride, padding, dilation, ceil_mode: bool
+               ) -> _PoolPlan:
     check_ndim(x, 4, op, "x")
     kernel = pair(kernel, "kernel_size")
     stride = kernel if stride is None else pair(stride, "stride")
@@ -55,12 +93,15 @@ def _prepare(x: DArray, op: str, kernel, stride, padding, dilation, ceil_mode: b
             raise ValueError(f"{op}: padding {padding} must be at most half of kernel {kernel}")
     lay = x.layout.without_partial()
     lay = lay.replace(dims=[Dim(d.axes) if i >= 2 else d for i, d in enumerate(lay.dims)])
-    xr = to_layout(x, lay)
+    lay = resolved(lay, x.grid, 4)
     windows = tuple(Window(kernel[i], stride[i], padding[i], dilation[i], bool(ceil_mode))
                     for i in range(2))
-    X, halos = gather_halos(xr, windows, fill)
     out_shape = x.shape[:2] + tuple(w.out_size(n) for w, n in zip(windows, x.shape[2:]))
-    return xr, X, halos, windows, out_shape
+    halos = None
+    if not (lay.dims[2].axes or lay.dims[3].axes):        # gather_halos' no-exchange case
+        halos = Halos((None, None), (0, 0, 0, 0), (windows[0].padding, windows[1].padding),
+                      (windows[0].out_size(x.shape[2]), windows[1].out_size(x.shape[3])))
+    return _PoolPlan(lay, windows, out_shape, halos)
 
 
 def _params(wins) -> tuple[list, list, list]:

@@ -21,7 +21,7 @@ from typing import Iterable
 
 import torch
 
-from ..array import DArray
+from ..array import DArray, touch_all
 from ..nn.modules import _adopt
 from ..nn.param import Param
 from ..ops import zeros_like
@@ -42,9 +42,9 @@ def _with_grads(masters: list, grads: list, *states) -> tuple:
 
 
 def _touch(*arrays: list) -> None:
+    """Record the in-place writes (inside a command: every rank runs this itself)."""
     for group in arrays:
-        for a in group:
-            a.touch()
+        touch_all(group)
 
 
 @command
@@ -153,7 +153,8 @@ class Optimizer:
         masters = [p.master for p in self.params]
         for name in self._state_names:
             cur = self.state.get(name)
-            if cur is None or any(b.layout != m.layout or b.grid != m.grid
+            if cur is None or any((b.layout is not m.layout and b.layout != m.layout)
+                                  or (b.grid is not m.grid and b.grid != m.grid)
                                   for b, m in zip(cur, masters)):
                 # first step, or a master moved to a new layout (Conv2d's "auto")
                 self.state[name] = _zeros(masters) if cur is None else \

@@ -51,9 +51,8 @@ import torch
 from ..array import DArray, Layout
 from ..array.shards import is_primary
 from ..nn import GradReducer, LossScaler, edits, loss
-from ..nn._common import to_layout
+from ..nn._common import sub_layout, to_layout
 from ..nn.modules import Module
-from ..ops import full
 from ..ops import random as _random
 from ..runtime import context, world
 from ..runtime.dispatch import command, register_handle_type
@@ -93,9 +92,10 @@ def _loss_step(logits: DArray, target: DArray, dscale: float | None
     d = None
     if dscale is not None:
         n = max(1, per.shape[0])
-        ones = full(per.shape, dscale / n, dtype=torch.float64, layout=per.layout, grid=per.grid)
+        ones = DArray(per.local.new_full(per.local.shape, dscale / n, dtype=torch.float64),
+                      per.shape, per.layout, per.grid)          # ops.full's, made here
         d = loss.softmax_cross_entropy_backward(ones, ctx)
-    z = to_layout(logits, Layout(per.layout.dims[0], None)).local
+    z = to_layout(logits, sub_layout(per.layout, 0, None)).local
     t = to_layout(target, per.layout).local.to(z.device)
     mine = float(is_primary(per.layout, per.grid, per.grid.rank))    # count replicas once
     st = torch.stack([per.local.double().sum(), (z.argmax(1) == t).double().sum()]) * mine
@@ -129,7 +129,7 @@ class Trainer:
                  schedule_per: str = "epoch", precision: str = "fp32",
                  compress: torch.dtype | None = None, accumulate: int = 1,
                  reducer_mode: str = "allreduce", bucket_bytes: int = 4 << 20,
-                 log_every: int = 20, progress: bool = True, seed: int | None = 0,
+                 overlap: bool = True, log_every: int = 20, progress: bool = True, seed: int | None = 0,
                  graphs: bool | str = "auto"):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
@@ -145,13 +145,14 @@ class Trainer:
             _random.seed(seed)               # dropout masks: the session's random streams
         self.scaler = LossScaler() if precision == "fp16" else None
         self.reducer = GradReducer(bucket_bytes=bucket_bytes, mode=reducer_mode,
-                                   compress=compress)
+                                   compress=compress, overlap=overlap)
         self.log_every, self.progress = max(1, int(log_every)), progress
         self.epoch, self.step = 0, 0
         self.history: list[dict] = []        # one dict per epoch
         self.step_losses: list[float] = []   # every optimizer step's (mean) loss
         self.skipped = 0                     # float16 steps skipped on overflow
-        self._reducer_args = dict(bucket_bytes=bucket_bytes, mode=reducer_mode, compress=compress)
+        self._reducer_args = dict(bucket_bytes=bucket_bytes, mode=reducer_mode, compress=compress,
+                                  overlap=overlap)
         backend = _graph_backend(graphs, precision)
         self.graphs = StepGraphs(self, backend) if backend else None
 

@@ -101,4 +101,126 @@ assert all(u.tobytes() == planned.tobytes() for u in unplanned)
 plans.set_enabled(True)
 C.ok()
 
+
+# -- nn layers: forward / backward planned once per input description -------------------------
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from dmath import nn  # noqa: E402
+
+NN = ("nn.conv", "nn.pool", "nn.linear")
+
+
+def nn_misses() -> dict:
+    return {k: misses(k) for k in NN}
+
+
+def make_net(dtype, grid=None):
+    return nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, layout="data", dtype=dtype, seed=1,
+                                   grid=grid),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(3 * 2 * 3, 4, dtype=dtype, seed=3, grid=grid))
+
+
+def torch_net(net, xs):
+    """The same forward in torch (float64) from the gathered weights: y, dL/dx, dL/dw's."""
+    ws = [torch.from_numpy(np.array(p.master.to_numpy())).double().requires_grad_() for p in net.params()]
+    x = torch.from_numpy(xs).double().requires_grad_()
+    h = F.max_pool2d(F.relu(F.conv2d(x, ws[0], ws[1], padding=1)), 2).flatten(1)
+    y = F.linear(h, ws[2], ws[3])
+    (y * torch.from_numpy(YW)).sum().backward()
+    return y.detach().numpy(), x.grad.numpy(), [w.grad.numpy() for w in ws]
+
+
+def nn_step(net, x):
+    """(y, dx, grads) of loss = sum(y * YW): forward, backward, gradients reduced."""
+    y = net(x)
+    dy = dmath.from_numpy(YW, y.layout, grid=y.grid).astype(y.dtype)
+    dx = net.backward(dy)
+    return y, dx, [p.grad for p in net.params()]
+
+
+def nn_bytes(out) -> list:
+    y, dx, gs = out
+    return [a.to_numpy().tobytes() for a in (y, dx, *gs)]
+
+
+nb = 2 * P + 1                                  # batch: uneven over the ranks
+XS = rng.standard_normal((nb, 2, 4, 6))
+YW = rng.standard_normal((nb, 4))
+DATA = dmath.Layout(C.ctx.world.size > 1 and "*" or None)
+for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-4)):
+    net = make_net(dtype)
+    x = dmath.from_numpy(XS.astype(np.float64 if dtype == torch.float64 else np.float32), DATA)
+    m0 = nn_misses()
+    first = nn_step(net, x)
+    m1 = nn_misses()
+    # the first call plans every layer; a new dtype re-plans what reads it (the
+    # convolution's choice weighs the itemsize; pooling and the linear layouts do not)
+    assert all(m1[k] > m0[k] for k in (NN if dtype == torch.float64 else ("nn.conv",))), \
+        (m0, m1)
+    again = nn_step(net, x)
+    assert nn_misses() == m1, "the same layer call planned again"
+    assert nn_bytes(first) == nn_bytes(again)
+    want = torch_net(net, XS)
+    for got, w in zip((first[0], first[1], *first[2]), (want[0], want[1], *want[2])):
+        np.testing.assert_allclose(got.to_numpy(), w, rtol=tol, atol=tol)
+    C.ok()
+
+# planned == unplanned, bit for bit (layers, plans off: every call plans anew)
+net, x = make_net(torch.float64), dmath.from_numpy(XS, DATA)
+planned = nn_bytes(nn_step(net, x))
+plans.set_enabled(False)
+m = nn_misses()
+assert nn_bytes(nn_step(net, x)) == planned and nn_bytes(nn_step(net, x)) == planned
+assert all(nn_misses()[k] >= m[k] + 2 for k in NN)
+plans.set_enabled(True)
+C.ok()
+
+# a changed input layout (batch replicated) or grid plans again, same values
+m = nn_misses()
+xr = dmath.from_numpy(XS, dmath.Layout())
+y_rep = nn_step(net, xr)
+assert nn_misses()["nn.pool"] > m["nn.pool"] and nn_misses()["nn.conv"] > m["nn.conv"]
+np.testing.assert_allclose(y_rep[0].to_numpy(), torch_net(net, XS)[0], rtol=1e-10, atol=1e-10)
+np.testing.assert_allclose(y_rep[1].to_numpy(), torch_net(net, XS)[1], rtol=1e-10, atol=1e-10)
+C.ok()
+gp = dmath.Grid((P, 1), ("a", "b"))
+net_g = make_net(torch.float64, grid=gp)
+m = nn_misses()
+out_g = nn_step(net_g, dmath.from_numpy(XS, DATA, grid=gp))
+assert all(nn_misses()[k] > m[k] for k in NN)
+np.testing.assert_allclose(out_g[0].to_numpy(), torch_net(net_g, XS)[0], rtol=1e-10, atol=1e-10)
+C.ok()
+
+# load_state_dict: new weights (same description: the plans are kept), never stale values
+other = make_net(torch.float64)
+for p in other.params():
+    p.master *= 0.5
+sd = {k: v.copy() for k, v in other.state_dict().items()}
+m = nn_misses()
+net.load_state_dict(sd)
+got = nn_step(net, x)
+assert nn_misses() == m                         # weights are values, not part of a plan
+want = torch_net(net, XS)
+np.testing.assert_allclose(got[0].to_numpy(), want[0], rtol=1e-10, atol=1e-10)
+np.testing.assert_allclose(got[0].to_numpy(), torch_net(other, XS)[0], rtol=1e-10, atol=1e-10)
+# ... a weight stored in a new layout (column-sharded Linear weight) is a new plan
+lin = net.layers[-1]
+lin.w.set_master(lin.w.master.redistribute(dmath.Layout("*", None) if P > 1 else
+                                           dmath.Layout(None, None)))
+m = nn_misses()
+got = nn_step(net, x)
+assert P == 1 or nn_misses()["nn.linear"] > m["nn.linear"]
+np.testing.assert_allclose(got[0].to_numpy(), want[0], rtol=1e-10, atol=1e-10)
+np.testing.assert_allclose(got[1].to_numpy(), want[1], rtol=1e-10, atol=1e-10)
+C.ok()
+
+# a changed setting (pooling window, eval mode's dropout) is a new plan / a new result
+m = nn_misses()
+y2 = nn.MaxPool2d(3, stride=1)(dmath.from_numpy(XS, DATA))
+assert nn_misses()["nn.pool"] > m["nn.pool"]
+np.testing.assert_allclose(y2.to_numpy(), F.max_pool2d(torch.from_numpy(XS), 3, 1).numpy())
+C.ok()
+
 C.report()
