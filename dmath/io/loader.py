@@ -119,7 +119,7 @@ def load(path: str | os.PathLike, layout: Layout | Mapping | Callable | None = N
     ``grid``, else row-block (replicated for 0-d). In client-server mode a
     function must be importable (module level), not a lambda."""
     world = context().world
-    path = everywhere(world, lambda p: os.path.normpath(os.fspath(p)), path)
+    path = on_root(world, lambda p: os.path.abspath(os.fspath(p)), path)   # rank 0's cwd
     grid = grid_or_default(grid)
     meta = on_root(world, read_meta, path)
     everywhere(world, check_layout_keys, path, meta["tree"], layout)

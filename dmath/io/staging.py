@@ -30,6 +30,11 @@ def target(path) -> str:
     return norm
 
 
+def absolute(path) -> str:
+    """``target(path)`` made absolute (from this rank's working directory)."""
+    return os.path.abspath(target(path))
+
+
 def _host() -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
 

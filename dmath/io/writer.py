@@ -135,7 +135,7 @@ def save(path: str | os.PathLike, obj: Any, *, overwrite: bool = False,
     raw bytes, fastest). Every chunk carries a crc32c checksum. The checkpoint
     appears under ``path`` only complete."""
     world = context().world
-    path = everywhere(world, staging.target, path)
+    path = on_root(world, staging.absolute, path)      # rank 0's cwd: ranks' cwds may differ
     leaves: list = []
     tree = everywhere(world, encode, obj, "", "", leaves)
     _same_arrays(world, leaves)

@@ -100,6 +100,10 @@ expect(TypeError, lambda: dmath.save(os.path.join(ROOT, "cs", "new", "ck"), {"A"
        "cannot store")
 assert not os.path.exists(os.path.join(ROOT, "cs", "new"))
 assert np.array_equal(dmath.load(P)["A"].to_numpy(), (A * 2).to_numpy())
+os.chdir(os.path.join(ROOT, "cs"))      # a relative path means rank 0's folder (servers: other cwd)
+dmath.save(os.path.join("rel", "ck"), {"A": A})
+assert os.path.isfile(os.path.join(ROOT, "cs", "rel", "ck", "A", "zarr.json"))
+assert np.array_equal(dmath.load("rel/ck/")["A"].to_numpy(), A.to_numpy())
 passed += 1
 
 print(f"CASES {passed} passed", flush=True)
