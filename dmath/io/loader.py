@@ -8,8 +8,7 @@ import numpy as np
 import torch
 
 from ..array import DArray, Layout, as_dtype
-from ..ops._common import device, grid_or_default
-from ..runtime import caching, context
+from ..runtime import caching, context, default_grid
 from ..runtime.dispatch import command
 from .chunking import read_layout
 from .collective import everywhere, on_root
@@ -95,7 +94,7 @@ class _Loader:
         lay = everywhere(self.world, _target, key, meta, self.layout, grid)
         read = read_layout(meta["shape"], lay.without_partial(), grid, meta["chunks"])
         local = everywhere(self.world, read_piece, self.path, node, meta, read, grid)
-        a = DArray(local.to(device()), meta["shape"], read, grid)
+        a = DArray(local.to(context().device), meta["shape"], read, grid)
         if read == lay:
             return a
         out = a.redistribute(lay)
@@ -120,7 +119,7 @@ def load(path: str | os.PathLike, layout: Layout | Mapping | Callable | None = N
     function must be importable (module level), not a lambda."""
     world = context().world
     path = on_root(world, lambda p: os.path.abspath(os.fspath(p)), path)   # rank 0's cwd
-    grid = grid_or_default(grid)
+    grid = default_grid() if grid is None else grid
     meta = on_root(world, read_meta, path)
     everywhere(world, check_layout_keys, path, meta["tree"], layout)
     return _Loader(path, meta, layout, grid).build(meta["tree"], "")
