@@ -61,7 +61,8 @@ def check_data(opts: dict, ds, test) -> int:
         _fail(f"the labels hold {classes} class(es); a classifier needs at least 2")
     if len(seen) < classes:
         missing = sorted(set(range(classes)) - set(seen.tolist()))
+        more = "..." if len(missing) > 8 else ""
         _fail(f"the labels are not the class numbers 0..{classes - 1}: {len(seen)} distinct "
-              f"values up to {classes - 1}, none of {missing[:8]}{'...' if len(missing) > 8 else ''}"
-              f" (training would make {classes} outputs); number the classes 0..K-1")
+              f"values up to {classes - 1}, none of {missing[:8]}{more} (training would make "
+              f"{classes} outputs); number the classes 0..K-1")
     return classes

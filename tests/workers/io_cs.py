@@ -88,7 +88,8 @@ expect(ValueError, lambda: dmath.load(P, layout={"a": dmath.row_block()}), "'a' 
 S = os.path.join(ROOT, "cs", "slash", "ck") + "/"
 dmath.save(S, {"A": A})
 assert os.listdir(os.path.dirname(S.rstrip("/"))) == ["ck"]
-chunk = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(S, "A", "c")) for f in fs)[-1]
+chunk = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(S, "A", "c"))
+               for f in fs)[-1]
 with open(chunk, "r+b") as f:
     f.seek(3)
     byte = f.read(1)
