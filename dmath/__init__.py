@@ -33,8 +33,8 @@ from . import linalg
 from . import nn
 from . import train
 from .linalg import gemm, matmul
-from .ops import io
-from .ops.io import load, save
+from . import io
+from .io import load, save
 
 __version__ = "0.1.0"
 

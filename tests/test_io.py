@@ -7,14 +7,18 @@ cases; a client-server job on 3 ranks loads 2's and saves its own. The
 chunking rule (``file_layout``) is checked here without MPI.
 """
 import functools
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dmath import Dim, Grid, Layout
 from dmath.array.distribution import dim_map
-from dmath.ops.io import MIN_CHUNK_BYTES, file_layout, read_layout
+from dmath.io import MIN_CHUNK_BYTES, file_layout, read_layout
 from mpi_harness import run_workers, run_workers_output
 
 YIELD = {"OMPI_MCA_mpi_yield_when_idle": "1"}
@@ -50,6 +54,49 @@ def test_round_trip_across_rank_counts(n, root):
 def test_client_server(root):
     job(2, str(root))
     assert run_workers("io_cs", 3, str(root), "2", env=YIELD, timeout=600) >= 40
+
+
+KILLED_SAVE = """
+import os, signal, sys
+import numpy as np
+import dmath
+from dmath.io import writer
+dmath.init()
+path = sys.argv[1]
+if sys.argv[2] == "kill":
+    def killed(tmp, node, a):          # the process dies while writing its chunks
+        writer_real(tmp, node, a)
+        os.kill(os.getpid(), signal.SIGKILL)
+    writer_real, writer.write_piece = writer.write_piece, killed
+x0 = np.arange(300 * 1000, dtype=np.float64).reshape(300, 1000)
+if os.path.exists(path):               # what the first run saved, intact
+    assert np.array_equal(dmath.load(path)["w"].to_numpy(), x0)
+x = x0 + (sys.argv[2] == "kill")
+dmath.save(path, {"w": dmath.from_numpy(x)}, overwrite=True)
+assert np.array_equal(dmath.load(path)["w"].to_numpy(), x)
+print("saved", sorted(os.listdir(os.path.dirname(path))))
+"""
+
+
+def test_killed_save_is_cleaned_by_the_next(tmp_path):
+    """A save killed mid-write (SIGKILL) leaves the old checkpoint intact and its
+    temporary folder behind; the next save to the path removes that folder."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    path = str(tmp_path / "ck")
+
+    def run(mode):
+        return subprocess.run([sys.executable, "-c", KILLED_SAVE, path, mode], env=env,
+                              capture_output=True, text=True, timeout=300)
+    first = run("ok")
+    assert first.returncode == 0, first.stderr
+    killed = run("kill")
+    assert killed.returncode == -9, (killed.returncode, killed.stderr[-2000:])
+    left = sorted(os.listdir(tmp_path))
+    assert left[0] == "ck" and len(left) == 2 and left[1].startswith("ck.tmp-"), left
+    assert os.path.getsize(os.path.join(tmp_path, left[1], "w", "c", "0", "0")) > 2_000_000
+    again = run("ok")                     # the old checkpoint loads; the leftover goes
+    assert again.returncode == 0, again.stderr
+    assert sorted(os.listdir(tmp_path)) == ["ck"], os.listdir(tmp_path)
 
 
 # -- the chunking rule, on virtual grids -----------------------------------------------------

@@ -19,6 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "dmath"
 LAYERS: dict[str, float] = {
     "runtime": 0,
     "array": 1,
+    "io": 1.5,        # persistence: arrays and runtime only
     "ops": 2,
     "linalg": 3,
     "nn": 4,

@@ -42,6 +42,9 @@ def _module(name: str, rest: list[str]) -> int:
     if rest[:1] in (["-n"], ["--ranks"]) and len(rest) > 1:
         n, rest = int(rest[1]), rest[2:]
     if n is not None and name != "info":
+        if name == "train":         # bad options or data: one message, before ranks start
+            from .train import checked
+            checked(["-n", str(n), *rest])
         return launch_module(n, module, rest)
     import importlib
     code = importlib.import_module(module).main(list(rest) if n is None else ["-n", str(n), *rest])

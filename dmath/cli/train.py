@@ -6,8 +6,10 @@
 
 Writes under ``--out``: ``metrics.csv`` / ``metrics.json`` (per epoch; the
 JSON also every step's loss), ``train_loss.png`` / ``train_accuracy.png``,
-``checkpoint/`` (after every epoch) and ``args.json`` (the run's options,
-which ``--resume`` reads back, so a resumed run needs only ``--epochs``).
+``checkpoint/`` (after every epoch) and ``args.json`` (the run's options and
+rank count, which ``--resume`` reads back, so a resumed run needs only
+``--epochs``). Options and data are checked before any rank starts
+(``train_checks``).
 ``-n N`` relaunches the command on N local ranks (client-server mode: rank 0
 drives, shows the progress bar and writes the files).
 """
@@ -86,10 +88,27 @@ def _under_mpi() -> bool:
     return any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
 
 
+def checked(argv: Sequence[str]) -> dict:
+    """``options(argv)`` with the options and the data checked (SystemExit naming the
+    problem); the data's class count under ``classes``."""
+    from ..train.data import load_dataset
+    from .train_checks import check_data, check_options
+    opts = options(argv)
+    check_options(opts)
+    try:
+        ds = load_dataset(opts["data"], "train")
+        test = load_dataset(opts["data"], "test")
+    except (OSError, KeyError, ValueError) as e:
+        raise SystemExit(f"dmath train: --data {opts['data']}: {e}") from None
+    ds.limit = opts["limit"]
+    opts["classes"] = check_data(opts, ds, test)
+    return opts
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    opts = options(argv)
-    if opts.get("ranks") and not _under_mpi():
+    opts = checked(argv)
+    if opts.get("ranks") and opts["ranks"] > 1 and not _under_mpi():
         from .launch import launch_module
         rest, skip = [], False
         for a in argv:                       # drop -n N: the ranks run the rest
@@ -115,7 +134,7 @@ def run(opts: dict) -> int:
     ds = train.load_dataset(opts["data"], "train")
     ds.limit = opts["limit"]
     test = train.load_dataset(opts["data"], "test")
-    classes = max(ds.num_classes, test.num_classes)
+    classes = opts.get("classes") or max(ds.num_classes, test.num_classes)
     bs = opts["batch_size"]
     net, x_layout = train.build(opts["model"], ds.sample_shape, classes,
                                 parallel=opts["parallel"], batch=bs, dtype=dtype,
@@ -143,7 +162,8 @@ def run(opts: dict) -> int:
         trainer.resume(out / "checkpoint")
     if is_root():
         out.mkdir(parents=True, exist_ok=True)
-        keep = {k: v for k, v in opts.items() if k not in ("resume", "ranks")}
+        keep = {k: v for k, v in opts.items() if k not in ("resume", "classes")}
+        keep["ranks"] = dmath.context().world.size      # --resume runs on as many
         (out / "args.json").write_text(json.dumps(keep, indent=1))
         p = dmath.context().world.size
         print(f"dmath train: {opts['model']} on {ds.name} ({len(ds)} images, {classes} classes), "

