@@ -247,6 +247,9 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     except BaseException:
         _CTX = None
         raise
+    if mode == "spmd" and world_comm.size > 1:
+        from . import divergence
+        divergence.start(wmpi)                   # DMATH_SPMD_CHECK, DMATH_SPMD_TIMEOUT
     if mode == "client-server" and world_comm.size > 1:
         from . import dispatch, server
         if world_comm.rank != 0:
@@ -287,6 +290,9 @@ def finalize() -> None:
     if _CTX.mode == "client-server" and _CTX.world.rank == 0:
         from .dispatch import stop_client
         stop_client()                            # the servers leave their loop
+    if _CTX.mode == "spmd" and _CTX.world.size > 1 and not _DYING:
+        from . import divergence
+        divergence.stop()                        # waits for every rank to end
     ctx, _CTX = _CTX, None
     agreed.forget()
     if ctx.transport == "nccl":
