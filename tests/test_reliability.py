@@ -57,3 +57,13 @@ def test_check_raises_before_the_watchdog():
     assert proc.stderr.count("DivergenceError: SPMD ranks diverged") >= 1, proc.stderr[-3000:]
     assert "rank 0: call #2: dmath.array.darray:DArray._fetch_numpy" in proc.stderr
     assert "rank 1: call #2: dmath.array.darray:DArray.redistribute" in proc.stderr
+
+
+@pytest.mark.parametrize("n, args", [(2, ["--seeds", "0:40"]),
+                                     (3, ["--cs", "--seeds", "5000:5030"])])
+def test_fuzz_extended(n, args):
+    """The property fuzz with NaN/inf values, moves between grids, int64 matmul and
+    linalg routines on random, singular, rank-deficient and non-finite matrices
+    (tests/workers/fuzz_linalg.py); every program runs clean."""
+    got = run_workers("fuzz_cases", n, "--extended", "--no-fixed", *args, env=YIELD, timeout=400)
+    assert got == int(args[-1].split(":")[1]) - int(args[-1].split(":")[0])
