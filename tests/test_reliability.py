@@ -65,5 +65,6 @@ def test_fuzz_extended(n, args):
     """The property fuzz with NaN/inf values, moves between grids, int64 matmul and
     linalg routines on random, singular, rank-deficient and non-finite matrices
     (tests/workers/fuzz_linalg.py); every program runs clean."""
-    got = run_workers("fuzz_cases", n, "--extended", "--no-fixed", *args, env=YIELD, timeout=400)
+    env = {**YIELD, "DMATH_SPMD_CHECK": "1"}          # SPMD: every call's arguments agreed too
+    got = run_workers("fuzz_cases", n, "--extended", "--no-fixed", *args, env=env, timeout=400)
     assert got == int(args[-1].split(":")[1]) - int(args[-1].split(":")[0])

@@ -10,8 +10,8 @@ with more than one rank:
   top-level dmath call first agrees, over a communicator of its own, a hash of
   (call number, command, arguments) -- one 16-byte all-reduce. Arrays enter
   as shape, dtype and layout; numbers, keys, slices and numpy arrays by value;
-  a rank's own torch tensors (``from_local``) and ``client_only`` arguments
-  not at all. Ranks that disagree all raise ``DivergenceError`` naming each
+  a rank's own data (torch tensors, ``local=`` arguments as ``from_scalapack``'s)
+  and ``client_only`` arguments not at all. Ranks that disagree all raise ``DivergenceError`` naming each
   rank's call and the line of the program that made it. Off, it costs one
   global read per call.
 * **Watchdog** (``DMATH_SPMD_TIMEOUT`` seconds, default 300; 0 turns it off):
@@ -46,8 +46,9 @@ _WAITING = ("runtime/comm.py", "runtime/transport.py", "runtime/outcome.py",
             "runtime/shm.py", "mpi4py", "torch/distributed")
 
 
-class DivergenceError(RuntimeError):
-    """SPMD ranks made different dmath calls (or the same with different arguments)."""
+class DivergenceError(ValueError, RuntimeError):
+    """SPMD ranks made different dmath calls (or the same with different arguments).
+    A ValueError too: code that checks per-rank arguments raises one for the same fault."""
 
 
 # -- the check -------------------------------------------------------------------------------------
@@ -88,9 +89,26 @@ class Check:
             f"arguments (DMATH_SPMD_CHECK), but\n{lines}")
 
 
+PER_RANK = ("local",)     # parameters that hold a rank's own data (from_scalapack's local)
+_SKIPPED: dict = {}
+
+
+def _skipped(spec) -> tuple[set, set]:
+    """(names, positions) of ``spec``'s arguments that may differ between ranks."""
+    got = _SKIPPED.get(spec.key)
+    if got is None:
+        import inspect
+        names = set(spec.only) | set(PER_RANK)
+        try:
+            params = list(inspect.signature(spec.fn).parameters)
+        except (TypeError, ValueError):
+            params = []
+        got = _SKIPPED[spec.key] = (names, {i for i, n in enumerate(params) if n in names})
+    return got
+
+
 def _call_print(spec, args: tuple, kwargs: dict) -> tuple:
-    skip = set(spec.only)
-    pos = {i for n, i in spec.positions.items() if n in skip} if skip else set()
+    skip, pos = _skipped(spec)
     return (tuple(_print(a) for i, a in enumerate(args) if i not in pos),
             tuple((k, _print(v)) for k, v in sorted(kwargs.items()) if k not in skip))
 

@@ -184,7 +184,11 @@ if MODE == "spmd":
     assert L.sum().item() == sum(6 * r for r in range(P))
     H = dmath.from_numpy(np.ones((4, 4)) if rank == 0 else None, dmath.row_block(), root=0)
     assert H.sum().item() == 16.0
-    ok(3)
+    x = np.arange(56.).reshape(8, 7)
+    S = dmath.from_numpy(x, dmath.block_cyclic(2))
+    back = dmath.from_scalapack(S.to_scalapack(), (8, 7), 2)     # per-rank local arrays
+    assert np.array_equal(back.to_numpy(), x)
+    ok(4)
     # rank 0 busy longer than DMATH_SPMD_TIMEOUT while the others wait: not a hang
     t = time.monotonic()
     assert slow_root(X, 5.0).item() == 435.0
