@@ -29,6 +29,7 @@ from .ops.shape import (concatenate, expand_dims, flatten, ravel, reshape, squee
 from .runtime import STATS as comm_stats
 from .runtime import Grid, context, default_grid, finalize, init, is_initialized, set_default_grid
 from .runtime import RemoteError, command, memory_stats, set_cache_budget, sync
+from .runtime import DivergenceError
 from . import linalg
 from . import nn
 from . import train
@@ -54,7 +55,7 @@ __all__ += ["gemm", "linalg", "matmul"]
 __all__ += ["train"]
 __all__ += ["concatenate", "expand_dims", "flatten", "ravel", "reshape", "squeeze", "stack",
             "swapaxes", "transpose"]
-__all__ += ["RemoteError", "command", "memory_stats", "set_cache_budget", "sync"]
+__all__ += ["DivergenceError", "RemoteError", "command", "memory_stats", "set_cache_budget", "sync"]
 __all__ += ["io", "load", "save"]
 __all__ += ["arccos", "arcsin", "arctan", "arctan2", "bitwise_and", "bitwise_or", "bitwise_xor",
             "cosh", "exp2", "expm1", "floor_divide", "fmod", "hypot", "invert", "isinf", "log1p",

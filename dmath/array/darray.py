@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from ..runtime import caching, context
+from ..runtime import caching, context, headroom
 from ..runtime import dispatch as _dispatch
 from ..runtime.dispatch import CommandTable, command
 from ..runtime.plans import PlanCache
@@ -256,6 +256,10 @@ class DArray:
             hit = caching.LAYOUTS.get(self, (dst, grid))
             if hit is not None:
                 return hit
+        if most and headroom.needs_check(most * self._local.element_size()):
+            headroom.check_fits(grid.world, math.prod(local_shape(self.shape, dst, grid))
+                                * self._local.element_size(),
+                                f"redistribute of a {self.shape} array to {dst}", self._local.device)
         local = execute(steps, self._local)
         if _same_storage(local, self._local):
             # A step that moved nothing here (a local slice, a gather over one rank)
@@ -377,6 +381,10 @@ class DArray:
         mine = full._local if is_primary(full.layout, grid, grid.rank) else full._local.reshape(-1)[:0]
         counts = [math.prod(local_shape(self.shape, full.layout, grid, r))
                   if is_primary(full.layout, grid, r) else 0 for r in range(world.size)]
+        nbytes = math.prod(self.shape) * self._local.element_size()
+        if headroom.needs_check(nbytes):       # root holds the gathered and the result
+            headroom.check_fits(world, 2 * nbytes if world.rank == root else 0,
+                                f"gathering a {self.shape} array on rank {root}")
         flat = world.gatherv(mine.contiguous().cpu(), counts, root)
         if world.rank != root:
             return None

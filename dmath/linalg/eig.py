@@ -13,7 +13,8 @@ import torch
 
 from ..array import DArray, Layout
 from ..runtime.dispatch import command
-from ._bc import check_matrix
+from ..runtime.outcome import agreed
+from ._bc import LinAlgError, check_matrix
 
 MAX_GATHERED = 1 << 26
 
@@ -43,8 +44,13 @@ def eigh(a: DArray, UPLO: str = "L", *, root: int = 0,
         raise ValueError(f"eigh: UPLO must be 'L' or 'U', not {UPLO!r}")
     t = _gather(a, root, max_elements, "eigh")
     w = v = None
-    if t is not None:
-        w, v = torch.linalg.eigh(t, UPLO=UPLO)
+    with agreed(a.grid.world, root, "eigh"):     # root's failure raised on every rank
+        if t is not None:
+            tri = t.tril() if UPLO == "L" else t.triu()
+            if not bool(torch.isfinite(tri).all()):
+                raise LinAlgError("eigh: Eigenvalues did not converge (the matrix holds "
+                                  "non-finite values: NaN or inf)")
+            w, v = torch.linalg.eigh(t, UPLO=UPLO)
     lay = a.layout.without_partial()
     return (_scatter(w, (a.shape[0],), Layout(None), a.grid, root),
             _scatter(v, a.shape, lay, a.grid, root))
@@ -61,11 +67,15 @@ def svd(a: DArray, full_matrices: bool = False, compute_uv: bool = True, *, root
     m, n = a.shape
     K = min(m, n)
     U = S = Vh = None
-    if t is not None:
-        if compute_uv:
-            U, S, Vh = torch.linalg.svd(t, full_matrices=full_matrices)
-        else:
-            S = torch.linalg.svdvals(t)
+    with agreed(a.grid.world, root, "svd"):      # root's failure raised on every rank
+        if t is not None:
+            if not bool(torch.isfinite(t).all()):
+                raise LinAlgError("svd: SVD did not converge (the matrix holds non-finite "
+                                  "values: NaN or inf)")
+            if compute_uv:
+                U, S, Vh = torch.linalg.svd(t, full_matrices=full_matrices)
+            else:
+                S = torch.linalg.svdvals(t)
     if S is not None and S.is_complex():
         S = S.real
     Sd = _scatter(S, (K,), Layout(None), a.grid, root)

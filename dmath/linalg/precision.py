@@ -17,6 +17,7 @@ from ..array import as_dtype
 
 HALF = (torch.float16, torch.bfloat16)
 FLOATS = HALF + (torch.float32, torch.float64)
+INTS = (torch.int64,)     # exact integer GEMM (CPU: torch's kernel; numpy's wrap-around)
 
 _TF32 = [False]
 
@@ -51,9 +52,9 @@ def result_dtype(a: torch.dtype, b: torch.dtype, out_dtype=None) -> torch.dtype:
         t = as_dtype(out_dtype)
     else:
         t = torch.promote_types(a, b)
-    if t not in FLOATS:
-        raise TypeError(f"matmul computes in {[str(f) for f in FLOATS]}; got inputs {a}, {b} "
-                        f"and out_dtype {out_dtype}")
+    if t not in FLOATS and t not in INTS:
+        raise TypeError(f"matmul computes in {[str(f) for f in FLOATS + INTS]}; got inputs "
+                        f"{a}, {b} and out_dtype {out_dtype}")
     return t
 
 
@@ -61,7 +62,7 @@ def input_dtype(a: torch.dtype, b: torch.dtype, out: torch.dtype) -> torch.dtype
     """dtype the local kernels read: the promoted inputs, never wider than needed
     (half inputs stay half under a float32 ``out_dtype``: mixed precision)."""
     t = torch.promote_types(a, b)
-    if t not in FLOATS:
+    if t not in FLOATS and t not in INTS:
         t = out
     return t
 

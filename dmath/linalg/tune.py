@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-from ..runtime import agreed
+from ..runtime import agreed, outcome
 from . import profile
 from .kernels import KERNELS, blas_available, local_gemm, set_local_kernel
 from .precision import FLOATS
@@ -120,10 +120,12 @@ def measure(n: int | None = None, save: bool = True, verbose: bool = True) -> di
     prof.update(gamma=gamma, mem_bytes=memory_per_rank(dev, ctx.local_size),
                 mem_beta=max(world.allgather_obj(copy_rate(dev))),
                 measured_with=f"{world.size} ranks", measured_at=time.strftime("%Y-%m-%d %H:%M"))
-    if save and world.rank == 0:
-        where = profile.save(dev, prof)
-        if verbose:
-            print(f"saved to {where} under\n  {profile.fingerprint(dev)}")
+    if save:
+        with outcome.agreed(world, 0):           # a failed write fails every rank, none waits
+            if world.rank == 0:
+                where = profile.save(dev, prof)
+                if verbose:
+                    print(f"saved to {where} under\n  {profile.fingerprint(dev)}")
     if save and agreed.is_agreed():
         agreed.agree(world)                      # the session plans with rank 0's new profile
     if verbose and world.rank == 0:

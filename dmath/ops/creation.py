@@ -14,17 +14,38 @@ import torch
 
 from ..array import FACTORY, OPERATORS, DArray, Dim, Layout, as_dtype, global_indices, local_shape
 from ..array.shards import is_summand_holder, take_piece
+from ..runtime import headroom
 from ..runtime.comm import portable_error
+from ..runtime.outcome import agreed
 from ..runtime.dispatch import command
 from ._common import check_shape, device, dtype_or_default, grid_or_default, resolve_layout
 
 
-def _make(shape, layout, grid, fill: Callable[[list[np.ndarray], tuple], torch.Tensor]) -> DArray:
+def _make(shape, layout, grid, fill: Callable[[list[np.ndarray], tuple], torch.Tensor],
+          itemsize: int = 8) -> DArray:
     grid = grid_or_default(grid)
     shape = check_shape(shape)
     lay = resolve_layout(layout, grid, len(shape))
-    local = fill(global_indices(shape, lay, grid), local_shape(shape, lay, grid))
+    ls = local_shape(shape, lay, grid)
+    if headroom.needs_check(math.prod(shape) * itemsize):    # the same test on every rank
+        world = grid.world
+        headroom.check_fits(world, math.prod(ls) * itemsize, f"creating a {shape} array",
+                            device())
+        with agreed(world):                  # a rank failing to allocate fails them all
+            local = _fill(fill, shape, lay, grid, ls)
+    else:
+        local = _fill(fill, shape, lay, grid, ls)
     return DArray(local, shape, lay, grid)
+
+
+def _fill(fill, shape, lay, grid, ls) -> torch.Tensor:
+    try:
+        return fill(global_indices(shape, lay, grid), ls)
+    except (RuntimeError, MemoryError) as e:
+        err = headroom.allocation_error(e)
+        if err is e:
+            raise
+        raise err from None
 
 
 @command

@@ -3,8 +3,8 @@
 Result layout: the input's layout, partial axes included (a cumulative sum
 is linear, so each summand is scanned on its own).
 
-Algorithm along a sharded axis: each rank takes the running sum of its own
-piece; the totals of its local blocks (one block per rank for balanced
+Algorithm along a sharded axis: each rank takes the running sum of each of
+its local blocks on its own; the totals of its local blocks (one block per rank for balanced
 blocks, ``ceil(local length / nb)`` for block-cyclic) are all-gathered over
 the ranks that shard the axis; each rank adds to each of its blocks the
 sum of every block before it in global order (an exclusive scan of the
@@ -37,21 +37,25 @@ def _flat(a: DArray) -> DArray:
     return reshape(-1)
 
 
-def block_offsets(x: torch.Tensor, k: int, n: int, block: int | None, comm) -> torch.Tensor:
-    """What to add to ``x`` (the local running sums along dim ``k`` of a line of ``n``
-    sharded over ``comm``) to make them global: per local block, the sum of the
-    global blocks before it minus the local ones before it."""
+def sharded_cumsum(x: torch.Tensor, k: int, n: int, block: int | None, comm) -> torch.Tensor:
+    """Global running sums along dim ``k`` of ``x`` (this rank's piece of a line of
+    ``n`` sharded over ``comm``): each local block is scanned on its own, then the
+    sum of every global block before it is added. No subtraction of running sums,
+    so inf and NaN give numpy's answers (inf - inf would make NaN where numpy has inf)."""
     p, c = comm.size, comm.rank
     m = dim_map(n, p, block)
     nb = int(m.sizes.max()) if block is None else block
     length = x.shape[k]
     nblk = [math.ceil(int(s) / nb) for s in m.sizes]                 # local blocks per shard
     dev = x.device
-    ends = torch.tensor([min((j + 1) * nb, length) - 1 for j in range(nblk[c])],
-                        dtype=torch.int64, device=dev)
-    run_end = x.index_select(k, ends).movedim(k, 0)                   # running sums at block ends
-    totals = run_end - torch.cat([torch.zeros_like(run_end[:1]), run_end[:-1]])
-    other = list(totals.shape[1:])
+    xk = x.movedim(k, 0)
+    other = list(xk.shape[1:])
+    pad = nblk[c] * nb - length
+    if pad:
+        xk = torch.cat([xk, torch.zeros([pad] + other, dtype=xk.dtype, device=dev)])
+    blocks = xk.reshape([nblk[c], nb] + other)
+    scans = torch.cumsum(blocks, 1)                                   # each block on its own
+    totals = blocks.sum(1)                                            # (nblk, *other)
     gathered = comm.allgatherv(totals.contiguous(), [b * math.prod(other) for b in nblk])
     # Block j of shard q is global block j*p + q; these are 0..NB-1 (empty shards last).
     where = [0] * sum(nblk)
@@ -61,10 +65,10 @@ def block_offsets(x: torch.Tensor, k: int, n: int, block: int | None, comm) -> t
             where[j * p + q] = off + j
         off += b
     glob = gathered.view([off] + other)[torch.tensor(where, dtype=torch.int64, device=dev)]
-    before = torch.cumsum(glob, 0) - glob                          # exclusive scan, global order
+    before = torch.cat([torch.zeros_like(glob[:1]), torch.cumsum(glob, 0)[:-1]])   # exclusive
     mine = torch.tensor([j * p + c for j in range(nblk[c])], dtype=torch.int64, device=dev)
-    add = (before[mine] - (run_end - totals)).movedim(0, k)        # per local block
-    return add.index_select(k, torch.arange(length, device=dev) // nb)
+    out = scans + before[mine].unsqueeze(1)
+    return out.reshape([nblk[c] * nb] + other)[:length].movedim(0, k).contiguous()
 
 
 @command
@@ -83,10 +87,11 @@ def cumsum(a: DArray, axis: int | None = None, dtype=None) -> DArray:
     x = a.local if dtype is None else a.local.to(as_dtype(dtype))
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
         x = x.to(torch.int64)
-    out = torch.cumsum(x, k)
     d = a.layout.dims[k]
     if d.axes and a.shape[k]:
-        out = out + block_offsets(out, k, a.shape[k], d.block, a.grid.comm(d.axes))
+        out = sharded_cumsum(x, k, a.shape[k], d.block, a.grid.comm(d.axes))
+    else:
+        out = torch.cumsum(x, k)
     return DArray(out, a.shape, a.layout, a.grid)
 
 

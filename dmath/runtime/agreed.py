@@ -58,8 +58,8 @@ def agree(world) -> None:
     if world.size == 1:
         forget()
         return
-    values = {name: read() for name, read in _READERS.items()} if world.rank == 0 else None
-    values = world.bcast_obj(values, 0)
+    from .outcome import on_root           # a reader failing on rank 0 fails every rank
+    values = on_root(world, lambda: {name: read() for name, read in _READERS.items()}, 0)
     _VALUES.clear()
     _VALUES.update(values)
     _STATE["agreed"] = True

@@ -188,12 +188,23 @@ def command(fn: Callable | None = None, *, name: str | None = None, sync: bool =
     def wrapper(*args, **kwargs):
         client = _client
         if client is None:
-            if _session is not None and _session.thread != _get_ident():
-                _other_thread()
+            if _session is not None:
+                if _session.thread != _get_ident():
+                    _other_thread()
+            elif _spmd is not None:
+                return _spmd(spec, args, kwargs)
             return fn(*args, **kwargs)
         return client.call(spec, args, kwargs)
     wrapper.__dmath_command__ = key
+    global _WRAPPER_CODE
+    _WRAPPER_CODE = wrapper.__code__
     return wrapper
+
+
+# SPMD mode's per-call check (``divergence.Check``, DMATH_SPMD_CHECK=1), else None; and
+# the code of every command's wrapper (the SPMD watchdog finds commands on a stack by it).
+_spmd = None
+_WRAPPER_CODE = None
 
 
 _get_ident = threading.get_ident

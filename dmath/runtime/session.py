@@ -194,6 +194,9 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     except BaseException:
         state.install(None)
         raise
+    if mode == "spmd" and world_comm.size > 1:
+        from . import divergence
+        divergence.start(wmpi)                   # DMATH_SPMD_CHECK, DMATH_SPMD_TIMEOUT
     if mode == "client-server" and world_comm.size > 1:
         if world_comm.rank != 0:
             server.serve(ctx)                    # until rank 0 says stop
@@ -238,6 +241,9 @@ def finalize() -> None:
     ctx = state.context()
     if ctx.mode == "client-server" and ctx.world.rank == 0:
         dispatch.stop_client()                   # the servers leave their loop
+    if ctx.mode == "spmd" and ctx.world.size > 1 and not _DYING:
+        from . import divergence
+        divergence.stop()                        # waits for every rank to end
     state.install(None)
     agreed.forget()
     if ctx.transport == "nccl":

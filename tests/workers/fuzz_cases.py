@@ -52,6 +52,9 @@ ap.add_argument("--cs", action="store_true", help="client-server mode (rank 0 dr
 ap.add_argument("--verbose", action="store_true", help="print each program as it runs")
 ap.add_argument("--per-seed-timeout", type=float, default=60.0)
 ap.add_argument("--no-fixed", action="store_true", help="skip the fixed reproducers")
+ap.add_argument("--extended", action="store_true",
+                help="issue 18: NaN/inf values, moves between grids, int64 matmul, linalg "
+                     "routines on random, singular, rank-deficient and non-finite matrices")
 ap.add_argument("--twin", action="store_true",
                 help="run each program twice, plan caches on and off (dmath.runtime.plans): "
                      "the arrays must be equal bit for bit")
@@ -215,7 +218,12 @@ class Program:
         return DTYPES[int(self.rng.choice(len(DTYPES), p=DT_P))]
 
     def values(self, shape, t):
-        return fit(random_values(self.rng, shape, t), t)
+        x = random_values(self.rng, shape, t)
+        if ARGS.extended and t in FLOATS and x.size and self.rng.random() < 0.3:
+            for _ in range(int(self.rng.integers(1, 3))):       # NaN / inf / -inf entries
+                x[tuple(int(self.rng.integers(0, n)) for n in x.shape)] = \
+                    self.rng.choice([np.nan, np.inf, -np.inf])
+        return fit(x, t)
 
     def layout(self, nd, t=None, partial=True):
         return random_layout(self.rng, nd, self.grid,
@@ -251,7 +259,7 @@ def compare(v: Var) -> None:
     if v.tol:
         tol = TOL.get(v.a.dtype, 0.0) * max(1.0, mag(want)) * 4
         err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-        bad = ~((err <= tol) | (np.isnan(got) & np.isnan(want)))
+        bad = ~((err <= tol) | (got == want) | (np.isnan(got) & np.isnan(want)))
         assert not bad.any(), f"{v.name}: to_numpy off by {err.max()} (tol {tol})\n{got}\n{want}"
     else:
         assert np.array_equal(got.astype(np.float64), want.astype(np.float64), equal_nan=True), \
@@ -730,6 +738,8 @@ def step_matmul(prog: Program):
 def step_astype(prog: Program):
     v = prog.pick()
     t = prog.dtype()
+    if t == torch.int64 and not np.isfinite(np.asarray(v.x, np.float64)).all():
+        t = torch.float64                  # NaN/inf -> int64 is undefined (numpy, torch differ)
     got = v.a.astype(t)
     assert got.dtype == t and got is not v.a        # a new array, as numpy's astype
     want = fit(np.asarray(v.x), t)
@@ -770,6 +780,9 @@ STEPS = [(step_binary, 3), (step_inplace, 3), (step_getitem, 3), (step_setitem, 
          (step_view, 3), (step_redistribute, 3), (step_reduce, 2), (step_sort, 1),
          (step_reshape, 2), (step_concat, 1), (step_matmul, 1), (step_astype, 1),
          (step_where, 1), (step_clip, 1), (step_copy_write, 1)]
+if ARGS.extended:
+    from fuzz_linalg import step_int_matmul, step_linalg, step_regrid
+    STEPS += [(step_regrid, 2), (step_int_matmul, 1), (step_linalg, 2)]
 _W = np.array([w for _, w in STEPS], float)
 _W /= _W.sum()
 
@@ -1003,4 +1016,8 @@ for seed in range(a, b):
     passed += 1
 if RANK == 0:
     print(f"fuzz: {b - a} programs in {time.time() - t0:.1f} s", flush=True)
+    if ARGS.extended:
+        from fuzz_linalg import OUTCOMES
+        print("linalg outcomes: " + ", ".join(f"{k}: {n}" for k, n in sorted(OUTCOMES.items())),
+              flush=True)
     print(f"CASES {passed} passed", flush=True)
