@@ -25,7 +25,9 @@ from .eigensolver import eigh, eigvalsh
 from .singular import svd, svdvals
 from .lu import lu, lu_factor, lu_solve
 from .qr import qr
-from .solve import cho_solve, det, inv, lstsq, slogdet, solve
+from .solve import cho_solve, det, inv, slogdet, solve
+from .leastsquares import lstsq
+from .spectral import cond, matrix_norm, matrix_rank, norm, pinv
 from .triangular import solve_triangular, trsm
 
 __all__ = ["ALGORITHMS", "Plan", "allow_tf32", "cost", "default_out_layout", "explain", "gemm",
@@ -33,7 +35,8 @@ __all__ = ["ALGORITHMS", "Plan", "allow_tf32", "cost", "default_out_layout", "ex
            "summa", "summa25d", "tf32_enabled"]
 __all__ += ["LinAlgError", "NotPositiveDefiniteError", "SingularMatrixError", "cho_solve",
             "cholesky", "det", "eigh", "inv", "lstsq", "lu", "lu_factor", "lu_solve", "qr",
-            "slogdet", "solve", "solve_triangular", "svd", "trsm", "eigvalsh", "svdvals"]
+            "slogdet", "solve", "solve_triangular", "svd", "trsm", "eigvalsh", "svdvals",
+            "cond", "matrix_norm", "matrix_rank", "norm", "pinv"]
 from . import products
 from .products import dot, matmul, tensordot, vdot  # noqa: F811 - matmul: N-D (batched) aware
 __all__ += ["dot", "products", "tensordot", "vdot"]

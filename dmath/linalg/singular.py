@@ -107,7 +107,8 @@ def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
     U, V = Ub.darray(), Vb.darray()
     if flip:                                                # a^T = U S V^T: a = V S U^T
         U, V = V, U
-    return U.redistribute(out, a.grid), Sd, V.T.redistribute(out, a.grid)
+    Vt = DArray(V.local.T.contiguous(), (V.shape[1], V.shape[0]), V.layout.permute((1, 0)), g)
+    return U.redistribute(out, a.grid), Sd, Vt.redistribute(out, a.grid)
 
 
 @command
