@@ -10,7 +10,7 @@ grids 1 x N, N x 1, most-square and the 1-D line; layouts block-cyclic
 float32 and bfloat16 (computed in float32). Then subsets, pinv,
 matrix_rank, cond, norm(2), rank-deficient and tall (TSQR) lstsq, NaN input
 (LinAlgError on every rank, the session goes on), and the memory bound: the
-peak resident growth of a rank during eigh / svd of n = 768 stays below
+peak resident growth of a rank during eigh / svd of n = 512 stays below
 MEM_FACTOR times its share of the matrix plus panels (the gathering version
 grew by 4-5x the whole matrix on the root). The test runs this worker with
 DMATH_KEEP_HOST_MEMORY=0 and MALLOC_MMAP_THRESHOLD_=65536, so freed blocks
@@ -232,7 +232,7 @@ def case_memory():
     """Several ranks only: one rank hands the whole matrix to LAPACK (gesdd's workspace)."""
     if p == 1:
         return 0
-    n, nb = 768, 64
+    n, nb = 512, 64
     g = dmath.Grid(dmath.runtime.most_square(p))
     a = rng.standard_normal((n, n))
     a = a + a.T
@@ -270,6 +270,7 @@ for gi, grid in enumerate(grids()):
         C.ok(case_svd(grid, name, lay, n, n, torch.float64, "random", 2))
     C.ok(case_svd(grid, name, lay, 1, 5, torch.float64, "random", 2))
     C.ok(case_eigh(grid, name, lay, 12, torch.bfloat16, "random", 4))
-    C.ok(case_spectral(grid, lay))
-    C.ok(case_nan(grid, lay))
+    if gi in (0, len(grids()) - 1):                       # a 2-D and the 1-D grid
+        C.ok(case_spectral(grid, lay))
+        C.ok(case_nan(grid, lay))
 C.report()
