@@ -24,7 +24,7 @@ import torch
 from ..array import DArray
 from ..runtime.dispatch import command
 from .lu import factor as lu_factor_bc, one_rank_lu, permute_rows, singular_error
-from ._bc import (BC, LinAlgError, block_size, check_matrix, one_rank, to_bc, vector_in,
+from ._bc import (BC, block_size, check_matrix, one_rank, to_bc, vector_in,
                   vector_out, whole)
 from .triangular import _check, solve_bc, solve_triangular
 
