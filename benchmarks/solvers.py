@@ -4,6 +4,8 @@
     python benchmarks/solvers.py --quick           # n=2048, fewer repeats
     python benchmarks/solvers.py --fetch-scalapack # what `make bench-setup` runs (see below)
     python benchmarks/solvers.py --gpu             # 1 rank on the GPU: dmath vs torch.linalg
+    python benchmarks/solvers.py --spectral --ranks 2 --sizes 512,1024 --nb 64
+                                                   # eigh, eigvalsh, svd vs scipy, same threads
 
 CPU part, in one MPI job of 4 ranks x 1 thread on a 2 x 2 grid, block-cyclic
 nb: dmath's cholesky, lu and qr next to ScaLAPACK's pdpotrf, pdgetrf and
@@ -215,6 +217,71 @@ def worker_gpu(args) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
+SPECTRAL = ("eigh", "eigvalsh", "svd")
+
+
+def worker_spectral(args) -> None:
+    """dmath's eigh / eigvalsh / svd on the ranks of this job (1 thread each), or with
+    ``--scipy-threads`` scipy.linalg's (evd, evd values, gesdd) on one rank: fastest of repeats."""
+    import numpy as np
+    import torch
+    torch.set_num_threads(1)
+    import dmath
+    dmath.init(mode="spmd")
+    world = dmath.context().world
+    p, n, nb = world.size, args.n, args.nb
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n))
+    s = a + a.T
+    out = {"n": n, "nb": nb, "ranks": p}
+    if args.scipy_threads:
+        import glob
+        import scipy
+        import scipy.linalg as sl
+        lib = ctypes.CDLL(glob.glob(os.path.dirname(scipy.__file__) + ".libs/libscipy_openblas*.so")[0])
+        lib.scipy_openblas_set_num_threads(args.scipy_threads)
+        fns = {"eigh": lambda: sl.eigh(s, driver="evd", check_finite=False),
+               "eigvalsh": lambda: sl.eigh(s, eigvals_only=True, driver="evd", check_finite=False),
+               "svd": lambda: sl.svd(a, check_finite=False)}
+        out["threads"] = args.scipy_threads
+    else:
+        grid = dmath.Grid(dmath.runtime.most_square(p))
+        lay = dmath.block_cyclic(nb)
+        S, A = (dmath.from_numpy(x, lay, grid=grid) for x in (s, a))
+        fns = {"eigh": lambda: dmath.linalg.eigh(S, nb=nb),
+               "eigvalsh": lambda: dmath.linalg.eigvalsh(S, nb=nb),
+               "svd": lambda: dmath.linalg.svd(A, nb=nb)}
+    for r in args.routines.split(","):
+        best = 1e30
+        for rep in range(args.repeats + 1):
+            world.barrier()
+            w, _ = timed(fns[r])
+            w = max(world.allgather_obj(w))
+            if rep:
+                best = min(best, w)
+        out[r] = best
+    if world.rank == 0:
+        print("RESULT " + json.dumps(out), flush=True)
+
+
+def spectral(args) -> None:
+    """Table: dmath on 1 and --ranks ranks next to scipy with as many threads."""
+    rows = []
+    for n in (int(x) for x in args.sizes.split(",")):
+        for p in sorted({1, args.ranks}):
+            common = ["--spectral", "--n", str(n), "--nb", str(args.nb), "--repeats",
+                      str(args.repeats), "--routines", ",".join(SPECTRAL)]
+            mine = mpirun(p, common)
+            ref = mpirun(1, common + ["--scipy-threads", str(p)])
+            for r in SPECTRAL:
+                rows.append((r, n, p, mine[r], ref[r]))
+    print("| routine | n | ranks (scipy threads) | dmath s | scipy s | speed ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r, n, p, d, t in rows:
+        print(f"| {r} | {n} | {p} | {d:.3f} | {t:.3f} | {t / d:.2f} |")
+    (OUT / "solvers_spectral.json").write_text(json.dumps(rows, indent=1))
+
+
 # -- driver ----------------------------------------------------------------------------------
 def mpirun(ranks: int, argv: list[str], timeout: float = 1800) -> dict:
     sys.path.insert(0, str(ROOT))
@@ -348,14 +415,22 @@ def main() -> None:
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--fetch-scalapack", action="store_true")
+    ap.add_argument("--spectral", action="store_true",
+                    help="eigh, eigvalsh, svd: dmath on 1 and --ranks ranks vs scipy, same threads")
+    ap.add_argument("--sizes", default="512,1024", help="--spectral: matrix sizes")
+    ap.add_argument("--scipy-threads", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.fetch_scalapack:
         return fetch_scalapack()
     if args.worker_gpu:                   # mpirun passes --worker too
         return worker_gpu(args)
+    if args.worker and args.spectral:
+        return worker_spectral(args)
     if args.worker:
         return worker(args)
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.spectral:
+        return spectral(args)
     if args.gpu:
         n = args.n or 8192
         res = mpirun(1, ["--worker-gpu", "--n", str(n), "--repeats", str(args.repeats)])

@@ -1,11 +1,11 @@
-"""Solvers built on the factorizations: solve, cho_solve, lstsq, inv, det, slogdet.
+"""Solvers built on the factorizations: solve, cho_solve, inv, det, slogdet (lstsq:
+``leastsquares``).
 
 =========  =============================================  ==========================
 routine    how                                            flops (over p ranks)
 =========  =============================================  ==========================
 solve      LU (lu.factor), row swaps of b, two TRSMs      2n^3/3 + 2n^2 k
 cho_solve  two TRSMs with the Cholesky factor             2n^2 k
-lstsq      QR (qr.py), Q^H b by GEMM, one TRSM            2mn^2 - 2n^3/3 (+ Q)
 inv        LU, then the solve of the identity             2n^3
 det        LU, the diagonal of U and the pivots' parity   2n^3/3
 =========  =============================================  ==========================
@@ -24,7 +24,7 @@ import torch
 from ..array import DArray
 from ..runtime.dispatch import command
 from .decomp_lu import factor as lu_factor_bc, one_rank_lu, permute_rows, singular_error
-from ._bc import (BC, LinAlgError, block_size, check_matrix, one_rank, to_bc, vector_in,
+from ._bc import (BC, block_size, check_matrix, one_rank, to_bc, vector_in,
                   vector_out, whole)
 from .triangular import _check, solve_bc, solve_triangular
 
@@ -42,6 +42,9 @@ def solve(a: DArray, b: DArray, *, nb: int | None = None) -> DArray:
     """x with a x = b (numpy.linalg.solve). a: (n, n); b: (n,) or (n, k); any
     layouts, x in b's layout. LU with partial pivoting on block-cyclic(nb)."""
     _check(a, b, "solve")
+    dt = torch.promote_types(a.dtype, b.dtype)        # numpy's rule: float32 A, float64 b -> 64
+    if dt.is_floating_point or dt.is_complex:
+        a, b = (x if x.dtype == dt else x.astype(dt) for x in (a, b))
     if one_rank(a):
         LU, piv, info = one_rank_lu(whole(a))
         if info:
@@ -70,43 +73,6 @@ def cho_solve(c_and_lower: tuple, b: DArray) -> DArray:
         return solve_triangular(c, y, lower=True, trans=2, check=False)  # L^H x = y
     y = solve_triangular(c, b, lower=False, trans=2, check=False)       # U^H y = b
     return solve_triangular(c, y, lower=False, check=False)             # U x = y
-
-
-@command
-def lstsq(a: DArray, b: DArray, *, nb: int | None = None) -> DArray:
-    """x minimising ||a x - b||_2 (numpy.linalg.lstsq(a, b)[0]) for a (m, n) of full
-    rank: by QR of a (m >= n) or the least-norm solution by QR of a^H (m < n).
-    b: (m,) or (m, k); x: (n,) or (n, k) in b's layout. Only x is returned
-    (no residuals, rank or singular values); a rank-deficient a (an exactly
-    zero diagonal in R) raises ``LinAlgError``."""
-    from .gemm_driver import matmul_2d
-    from .decomp_qr import qr
-    check_matrix(a, "lstsq")
-    if not isinstance(b, DArray) or b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
-        raise ValueError(f"lstsq: b of shape {getattr(b, 'shape', None)} does not match a of "
-                         f"shape {a.shape} (need b.shape[0] == {a.shape[0]})")
-    m, n = a.shape
-    out = b.layout.without_partial()
-    b = b if b.dtype == a.dtype else b.astype(a.dtype)
-    try:
-        if m >= n:
-            Q, R = qr(a, algorithm="householder", nb=nb)
-            y = matmul_2d(_adjoint(Q), b)                                 # y := Q^H b
-            x = solve_triangular(R, y, lower=False, nb=nb)             # R x = y
-        else:
-            Q, R = qr(_adjoint(a), algorithm="householder", nb=nb)     # a^H = Q R
-            y = solve_triangular(R, b, lower=False, trans=2, nb=nb)    # R^H y = b
-            x = matmul_2d(Q, y)                                           # x := Q y
-    except LinAlgError as e:
-        raise LinAlgError(f"lstsq: a is rank deficient ({e})") from None
-    return x.redistribute(out, b.grid)
-
-
-def _adjoint(d: DArray) -> DArray:
-    t = d.T
-    if d.dtype.is_complex:
-        t = DArray(t.local.conj().resolve_conj(), t.shape, t.layout, t.grid)
-    return t
 
 
 @command
@@ -159,8 +125,10 @@ def slogdet(a: DArray, *, nb: int | None = None) -> tuple:
     if (d == 0).any():
         return (0.0 if not np.iscomplexobj(d) else 0j), -math.inf
     mag = np.abs(d)
-    phase = np.prod(d / mag) * (-1) ** swaps
-    sign = complex(phase) if np.iscomplexobj(d) else float(np.sign(phase.real))
+    if np.iscomplexobj(d):
+        sign = complex(np.prod(d / mag) * (-1) ** swaps)
+    else:                       # sign(d), not d / |d|: an infinite pivot keeps its sign
+        sign = float(np.prod(np.sign(d)) * (-1) ** swaps)
     return sign, float(np.sum(np.log(mag)))
 
 

@@ -1,0 +1,115 @@
+"""Reduction of a block-cyclic m x n matrix (m >= n) to upper bidiagonal form, and back.
+
+``reduce`` is LAPACK's dgebrd / ScaLAPACK's pdgebrd, blocked as dlabrd. For
+each panel of nb columns k .. k+kb, with U, X (m x i) and Y, V (n x i)
+replicated and A not touched inside the panel (current A = A - U Y^T - X V^T):
+
+    P, R   := A[:, panel], A[panel, :]              replicated (two all-reduces)
+    for j in panel:
+        a      := P[:, j] - U Y[j]^T - X V[j]^T         column j, up to date
+        d_j, tauq_j, u := larfg(a[j:])
+        y      := tauq (A^T u - Y (U^T u) - V (X^T u))  distributed matvec (n)
+        r      := R[j] - Y U[j]^T - V X[j]^T             row j, up to date
+        e_j, taup_j, v := larfg(r[j+1:])
+        x      := taup (A v - U (Y^T v) - X (V^T v))     distributed matvec (m)
+    A[rest, rest] -= U Y^T + X V^T                    local GEMM on each piece
+
+so A = Q B P^T, Q = H_0 ... H_{n-1}, P = G_0 ... G_{n-2}. u_j is kept in A's
+dead column j (rows >= j), v_j in its dead row j (columns > j). Cost:
+4 m n^2 - 4 n^3 / 3 flops, half BLAS 2 (the matvecs), half GEMM; 2n
+all-reduces of m + n elements. Memory per rank: its piece plus 4 panels.
+
+``back_q`` / ``back_p`` apply Q / P to a block-cyclic matrix from the left
+(pdormbr), panel by panel in reverse.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._bc import BC, sub_gemm
+from . import reflectors
+
+
+def reduce(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """In place on M (m >= n): (d (n), e (n-1), tauq (n), taup (n)), float64 numpy,
+    replicated; the reflectors overwrite M (u below and on, v right of the diagonal)."""
+    m, n, nb, a = M.m, M.n, M.nb, M.a
+    dt, dev = a.dtype, a.device
+    d, e = np.zeros(n), np.zeros(max(n - 1, 0))
+    tauq, taup = np.zeros(n), np.zeros(n)
+    gr_t, gc_t = M.index(M.grows()), M.index(M.gcols())
+    world = M.grid.world
+    for k in range(0, n, nb):
+        kb = min(nb, n - k)
+        P = reflectors.cols(M, k, k + kb)
+        R = reflectors.rows(M, k, k + kb)
+        U = torch.zeros((m, kb), dtype=dt, device=dev)
+        X = torch.zeros((m, kb), dtype=dt, device=dev)
+        Y = torch.zeros((n, kb), dtype=dt, device=dev)
+        V = torch.zeros((n, kb), dtype=dt, device=dev)
+        for i in range(kb):
+            j = k + i
+            col = P[:, i] - U[:, :i] @ Y[j, :i] - X[:, :i] @ V[j, :i]
+            beta, tq, u = reflectors.larfg(col[j:])
+            d[j], tauq[j] = beta, tq
+            U[j:, i] = u
+            ucol = U[:, i]
+            reflectors.put_col(M, j, ucol, j)
+            if j == n - 1:
+                break
+            lr = M.lrow(j)
+            z = torch.zeros(n, dtype=dt, device=dev)
+            if lr < a.shape[0] and a.shape[1]:
+                z[gc_t] = a[lr:].T @ ucol[gr_t[lr:]]
+            z = world.allreduce(z)                                    # A^T u
+            z = z - Y[:, :i] @ (U[:, :i].T @ ucol) - V[:, :i] @ (X[:, :i].T @ ucol)
+            z[: j + 1] = 0
+            Y[:, i] = tq * z
+            row = R[i] - Y[:, :i + 1] @ U[j, :i + 1] - V[:, :i] @ X[j, :i]
+            beta, tp, v = reflectors.larfg(row[j + 1:])
+            e[j], taup[j] = beta, tp
+            V[j + 1:, i] = v
+            vrow = V[:, i]
+            reflectors.put_row(M, j, vrow, j + 1)
+            lc = M.lcol(j + 1)
+            x = torch.zeros(m, dtype=dt, device=dev)
+            if lc < a.shape[1] and a.shape[0]:
+                x[gr_t] = a[:, lc:] @ vrow[gc_t[lc:]]
+            x = world.allreduce(x)                                    # A v
+            x = x - U[:, :i + 1] @ (Y[:, :i + 1].T @ vrow) - X[:, :i] @ (V[:, :i].T @ vrow)
+            x[: j + 1] = 0
+            X[:, i] = tp * x
+        r0, c0 = M.lrow(k + kb), M.lcol(k + kb)
+        if r0 < a.shape[0] and c0 < a.shape[1]:                     # A -= U Y^T + X V^T
+            L = torch.cat([U[gr_t[r0:]], X[gr_t[r0:]]], 1)
+            Rt = torch.cat([Y[gc_t[c0:]], V[gc_t[c0:]]], 1)
+            sub_gemm(a[r0:, c0:], L, Rt.T)
+    return d, e, tauq, taup
+
+
+def _panels(n: int, nb: int):
+    return reversed([(k, min(nb, n - k)) for k in range(0, n, nb)])
+
+
+def back_q(M: BC, tauq: np.ndarray, C: BC) -> None:
+    """C := Q C in place (C: m rows, block-cyclic like M)."""
+    dt = C.a.dtype
+    for k, kb in _panels(M.n, M.nb):
+        V = reflectors.cols(M, k, k + kb).to(dt)
+        g = torch.arange(M.m, device=V.device)[:, None]
+        j = torch.arange(k, k + kb, device=V.device)[None, :]
+        V = torch.where(g >= j, V, torch.zeros((), dtype=dt, device=V.device))
+        reflectors.apply(C, V, torch.from_numpy(tauq[k:k + kb]).to(dtype=dt, device=V.device), k)
+
+
+def back_p(M: BC, taup: np.ndarray, C: BC) -> None:
+    """C := P C in place (C: n rows, block-cyclic with M's block size and grid)."""
+    dt = C.a.dtype
+    for k, kb in _panels(M.n, M.nb):
+        V = reflectors.rows(M, k, k + kb).T.to(dt)
+        g = torch.arange(M.n, device=V.device)[:, None]
+        j = torch.arange(k, k + kb, device=V.device)[None, :]
+        V = torch.where(g > j, V, torch.zeros((), dtype=dt, device=V.device)).contiguous()
+        reflectors.apply(C, V, torch.from_numpy(taup[k:k + kb]).to(dtype=dt, device=V.device),
+                         k + 1)

@@ -1,0 +1,177 @@
+"""Distributed symmetric eigensolver: ``eigh``, ``eigvalsh`` (numpy / scipy.linalg.eigh).
+
+Three steps, as ScaLAPACK's pdsyev family (docs/linalg.md says why this one):
+
+1. A (any layout) -> 2-D block-cyclic(nb), symmetrized from the triangle
+   ``UPLO`` names, reduced to tridiagonal T = Q^H A Q (``tridiagonal.reduce``:
+   blocked Householder, GEMM trailing updates, vectors kept in A's pieces).
+2. T (O(n), replicated): eigenvalues by dsterf; eigenvectors Z by dbdsqr
+   through T's shifted Cholesky factor, each rank computing only its n / p
+   rows of Z (``lapacke.eig_rows``) -- exact fit between ranks, no gather.
+3. Z's rows -> block-cyclic (one all-to-all), V = Q Z (``tridiagonal.back``),
+   V back to A's layout. A subset (by index or value) keeps Z's columns.
+
+Each rank holds its piece of A, its piece of V and a few n x nb panels; no
+rank ever holds the matrix. float16 / bfloat16 are computed in float32; a
+matrix holding NaN or inf raises LinAlgError on every rank (agreed before
+any other collective). On one rank (``_bc.LOCAL_WHEN_ONE_RANK``) the whole
+problem goes to scipy's LAPACK (torch's on a GPU).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..array import DArray, Dim, Layout
+from ..array.distribution import dim_map
+from ..runtime.dispatch import command
+from ._bc import BC, LinAlgError, bc_layout, block_size, grid2, one_rank, to_bc, whole
+from . import lapacke, tridiagonal
+
+
+def compute_dtype(a, what: str) -> torch.dtype:
+    """The dtype a real spectral routine computes ``a`` in (half precisions -> float32)."""
+    from ._bc import check_matrix
+    if not isinstance(a, DArray):
+        raise TypeError(f"{what}: expected a dmath.DArray, got {type(a).__name__}")
+    if a.ndim != 2:
+        raise ValueError(f"{what}: expected a 2-D matrix, got shape {a.shape}")
+    if a.dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    if a.dtype.is_complex:
+        raise TypeError(f"{what}: complex matrices are not supported (got {a.dtype})")
+    check_matrix(a, what)
+    return a.dtype
+
+
+def check_finite(a: DArray, what: str) -> None:
+    """LinAlgError on every rank if any rank's piece holds NaN or inf."""
+    bad = None if bool(torch.isfinite(a.local).all()) else "the matrix holds NaN or inf"
+    a.grid.world.agree(None if bad is None else f"{what}: {bad}", LinAlgError)
+
+
+def _select(w: np.ndarray, by_index, by_value) -> tuple[int, int]:
+    """[lo, hi) of the wanted eigenvalues in ascending ``w``."""
+    n = len(w)
+    if by_index is not None and by_value is not None:
+        raise ValueError("eigh: give subset_by_index or subset_by_value, not both")
+    if by_index is not None:
+        lo, hi = (int(x) for x in by_index)
+        if not 0 <= lo <= hi < n:
+            raise ValueError(f"eigh: subset_by_index {by_index} is not within [0, {n - 1}]")
+        return lo, hi + 1
+    if by_value is not None:
+        vl, vu = (float(x) for x in by_value)
+        if not vl < vu:
+            raise ValueError(f"eigh: subset_by_value {by_value} needs low < high")
+        return int(np.searchsorted(w, vl, "right")), int(np.searchsorted(w, vu, "right"))
+    return 0, n
+
+
+def symmetric_bc(a: DArray, dtype: torch.dtype, lower: bool, nb: int) -> BC:
+    """a as a fresh block-cyclic(nb) matrix in ``dtype``, both triangles taken from the
+    one ``lower`` names (a + a^T off that triangle: one transposing redistribution)."""
+    M = to_bc(a if a.dtype == dtype else a.astype(dtype), nb)
+    gr, gc = M.masks()
+    tri = (gr >= gc) if lower else (gr <= gc)
+    M.keep(M.a, tri)
+    Mt = M.darray().T.redistribute(bc_layout(M.grid, nb), M.grid).local
+    M.keep(Mt, ~tri)
+    M.a += Mt
+    return M
+
+
+def _local_eigh(a: DArray, dtype, lower, lo_hi, want_v):
+    t = whole(a).to(dtype)
+    if not bool(torch.isfinite(t).all()):
+        raise LinAlgError("eigh: the matrix holds NaN or inf")
+    n = t.shape[0]
+    if t.device.type == "cpu":
+        import scipy.linalg as sl
+        sub = None if lo_hi is None else (lo_hi[0], lo_hi[1] - 1)
+        x = sl.eigh(t.numpy(), lower=lower, eigvals_only=not want_v, overwrite_a=True,
+                    check_finite=False, subset_by_index=sub,
+                    driver="evr" if sub is not None else "evd")
+        w, v = (x, None) if not want_v else x
+        return torch.from_numpy(w), None if v is None else torch.from_numpy(v)
+    w, v = torch.linalg.eigh(t, UPLO="L" if lower else "U")
+    if lo_hi is not None:
+        w, v = w[lo_hi[0]:lo_hi[1]], v[:, lo_hi[0]:lo_hi[1]]
+    return w, (v if want_v else None)
+
+
+def _eigh(a: DArray, UPLO: str, want_v: bool, by_index, by_value, nb: int | None, what: str):
+    dtype = compute_dtype(a, what)
+    if a.shape[0] != a.shape[1]:
+        raise LinAlgError(f"{what}: the matrix must be square, got shape {a.shape}")
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"{what}: UPLO must be 'L' or 'U', not {UPLO!r}")
+    n = a.shape[0]
+    lower = UPLO == "L"
+    out = a.layout.without_partial()
+    wlay = Layout(None)
+    if n == 0:
+        z = torch.zeros((0,), dtype=dtype, device=a.local.device)
+        w = DArray(z, (0,), wlay, a.grid)
+        return (w, DArray(a.local.to(dtype).clone(), (0, 0), out, a.grid)) if want_v else w
+    if one_rank(a):
+        lo_hi = None
+        if by_value is not None:            # the value window needs the values first
+            w_all, _ = _local_eigh(a, dtype, lower, None, False)
+            lo_hi = _select(w_all.double().cpu().numpy(), None, by_value)
+        elif by_index is not None:
+            lo_hi = _select(np.zeros(n), by_index, None)
+        if lo_hi is not None and lo_hi[0] == lo_hi[1]:
+            w, v = torch.zeros(0, dtype=dtype), torch.zeros((n, 0), dtype=dtype)
+        else:
+            w, v = _local_eigh(a, dtype, lower, lo_hi, want_v)
+        w = DArray(w.to(dtype=dtype, device=a.local.device).contiguous(), (w.shape[0],), wlay,
+                   a.grid)
+        if not want_v:
+            return w
+        v = v.to(dtype=dtype, device=a.local.device).contiguous()
+        return w, DArray(v, tuple(v.shape), out, a.grid)
+    g = grid2(a.grid)
+    nb = block_size(a, nb)
+    check_finite(a, what)
+    M = symmetric_bc(a, dtype, lower, nb)
+    d, e, tau = tridiagonal.reduce(M)
+    d, e, tau = M.grid.world.bcast_obj((d, e, tau), 0)        # bit-identical on every rank
+    if not want_v:
+        w = lapacke.eigvals(d, e)
+        lo, hi = _select(w, by_index, by_value)
+        return DArray(torch.from_numpy(w[lo:hi]).to(dtype=dtype, device=M.a.device), (hi - lo,),
+                      wlay, a.grid)
+    p, me = g.size, g.flat_coord(g.names)
+    rows = dim_map(n, p, None).indices(me)
+    w, Zr = lapacke.eig_rows(d, e, rows)
+    lo, hi = _select(w, by_index, by_value)
+    k = hi - lo
+    Zd = DArray(torch.from_numpy(Zr[:, lo:hi].copy()).to(dtype=dtype,
+                                                                          device=M.a.device),
+                (n, k), Layout(Dim(g.names, None), None), g)
+    Zb = Zd.redistribute(bc_layout(g, nb), g)
+    Z = BC(Zb.local.contiguous() if Zb.local.is_contiguous() else Zb.local.clone(), (n, k), nb, g)
+    tridiagonal.back(M, tau, Z)
+    V = Z.darray().redistribute(out, a.grid)
+    wd = DArray(torch.from_numpy(w[lo:hi]).to(dtype=dtype, device=M.a.device), (k,), wlay, a.grid)
+    return wd, V
+
+
+@command
+def eigh(a: DArray, UPLO: str = "L", *, subset_by_index=None, subset_by_value=None,
+         nb: int | None = None) -> tuple[DArray, DArray]:
+    """(w, v) of the symmetric a (n, n) (numpy.linalg.eigh; only the ``UPLO``
+    triangle is read): w (k,) ascending, replicated; v (n, k) in a's layout, a v =
+    v diag(w). k = n, or a subset as scipy.linalg.eigh: ``subset_by_index=(lo,
+    hi)`` (inclusive) or ``subset_by_value=(vl, vu)`` (vl < w <= vu).
+    Distributed: tridiagonal reduction on block-cyclic(nb) (module doc)."""
+    return _eigh(a, UPLO, True, subset_by_index, subset_by_value, nb, "eigh")
+
+
+@command
+def eigvalsh(a: DArray, UPLO: str = "L", *, subset_by_index=None, subset_by_value=None,
+             nb: int | None = None) -> DArray:
+    """The eigenvalues of the symmetric a, ascending, replicated (numpy.linalg.eigvalsh;
+    subsets as ``eigh``)."""
+    return _eigh(a, UPLO, False, subset_by_index, subset_by_value, nb, "eigvalsh")

@@ -1,0 +1,106 @@
+"""The replicated O(n)-memory problems the distributed eigensolver and SVD hand to LAPACK.
+
+After the reduction (``tridiagonal`` / ``bidiagonal``) every rank holds the
+same diagonal ``d`` and off-diagonal ``e`` (float64 numpy). What is left:
+
+=================  ===========================================================
+``eigvals``        eigenvalues of the symmetric tridiagonal (d, e): dsterf
+``bidiag_svd``     singular values of the upper bidiagonal (d, e), and *rows*
+                   ``urows`` of its left and ``vrows`` of its right singular
+                   vectors: LAPACK dbdsqr with NRU = len(urows) rows of U and
+                   NCVT = len(vrows) columns of V^T
+``eig_rows``       rows ``rows`` of the tridiagonal's eigenvectors, through
+                   the bidiagonal: T + sI = L L^T (L lower bidiagonal, s puts
+                   the spectrum in [0.1, 2.1] ||T||), L^T = Q S P^T, so
+                   T = P (S^2 - sI) P^T and the rows of P are dbdsqr's
+=================  ===========================================================
+
+Why rows: dbdsqr's rotations depend on d and e only, so every rank runs the
+same sequence and applies it to its own rows of U and V^T; the pieces fit
+together exactly (no cross-rank orthogonality to repair, as subsets from
+MRRR or inverse iteration would need), and a rank holds n / p rows of n
+columns: its share. The rotations cost O(n^2) per rank redundantly plus
+O(n^2 * rows) for the vectors.
+
+dbdsqr comes from the OpenBLAS that scipy ships (LAPACKE, by ctypes:
+scipy.linalg.lapack does not wrap it).
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+
+import numpy as np
+
+_LIB: list = []
+
+
+def _lib():
+    if not _LIB:
+        import scipy
+        libs = glob.glob(os.path.join(os.path.dirname(scipy.__file__) + ".libs",
+                                      "libscipy_openblas*.so"))
+        if not libs:
+            raise RuntimeError("dmath.linalg: scipy's bundled OpenBLAS (LAPACKE dbdsqr) not found")
+        lib = ctypes.CDLL(libs[0])
+        f = lib.scipy_LAPACKE_dbdsqr
+        i, p = ctypes.c_int, ctypes.c_void_p
+        f.argtypes = [i, ctypes.c_char, i, i, i, i, p, p, p, i, p, i, p, i]
+        f.restype = i
+        _LIB.append(f)
+    return _LIB[0]
+
+
+def eigvals(d: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """All eigenvalues of the symmetric tridiagonal (d, e), ascending (dsterf)."""
+    from scipy.linalg.lapack import dsterf
+    if len(d) <= 1:
+        return np.array(d, dtype=np.float64)
+    w, info = dsterf(np.array(d, dtype=np.float64), np.array(e, dtype=np.float64))
+    if info:
+        raise np.linalg.LinAlgError(f"eigh: the tridiagonal eigensolver did not converge "
+                                    f"(dsterf info {info})")
+    return w
+
+
+def bidiag_svd(d: np.ndarray, e: np.ndarray, urows: np.ndarray, vrows: np.ndarray):
+    """(S descending, U[urows, :], V[vrows, :]) of the n x n upper bidiagonal
+    B = U diag(S) V^T with diagonal d and superdiagonal e (n - 1)."""
+    n = len(d)
+    dd = np.array(d, dtype=np.float64)
+    ee = np.zeros(max(n, 1), dtype=np.float64)
+    ee[: max(n - 1, 0)] = e
+    nru, ncvt = len(urows), len(vrows)
+    U = np.zeros((nru, n), dtype=np.float64, order="F")            # I[urows, :]
+    U[np.arange(nru), urows] = 1.0
+    VT = np.zeros((n, ncvt), dtype=np.float64, order="F")          # I[:, vrows]
+    VT[vrows, np.arange(ncvt)] = 1.0
+    if n:
+        info = _lib()(102, b"U", n, ncvt, nru, 0, dd.ctypes.data, ee.ctypes.data,
+                      VT.ctypes.data, max(1, n), U.ctypes.data, max(1, nru), None, 1)
+        if info:
+            raise np.linalg.LinAlgError(f"svd did not converge (dbdsqr info {info})")
+    return dd, U, np.ascontiguousarray(VT.T)
+
+
+def eig_rows(d: np.ndarray, e: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(w ascending, Z[rows, :]) of the symmetric tridiagonal T = (d, e) = Z diag(w) Z^T."""
+    w = eigvals(d, e)
+    n = len(d)
+    if n == 0:
+        return w, np.zeros((len(rows), 0))
+    norm = max(abs(w[0]), abs(w[-1]))
+    s = -w[0] + 0.1 * norm if norm > 0 else 1.0
+    a = np.asarray(d, dtype=np.float64) + s
+    el = np.asarray(e, dtype=np.float64)
+    ld = np.empty(n)
+    lo = np.empty(max(n - 1, 0))
+    ld[0] = np.sqrt(a[0])
+    for i in range(n - 1):                      # L L^T = T + sI, L lower bidiagonal
+        lo[i] = el[i] / ld[i]
+        ld[i + 1] = np.sqrt(a[i + 1] - lo[i] * lo[i])
+    if not np.all(np.isfinite(ld)):
+        raise np.linalg.LinAlgError("eigh: the shifted tridiagonal is not positive definite")
+    _, _, P = bidiag_svd(ld, lo, np.zeros(0, dtype=np.int64), rows)   # L^T = Q S P^T
+    return w, P[:, ::-1].copy()                  # S descending -> w ascending

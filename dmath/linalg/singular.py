@@ -1,0 +1,128 @@
+"""Distributed singular value decomposition: ``svd``, ``svdvals`` (numpy.linalg.svd).
+
+As ScaLAPACK's pdgesvd (docs/linalg.md says why):
+
+1. A (any layout; A^T when m < n) -> block-cyclic(nb), reduced to upper
+   bidiagonal B = Q^T A P (``bidiagonal.reduce``).
+2. B (O(n), replicated): singular values and vectors by dbdsqr, each rank
+   computing only its m / p rows of B's left and n / p rows of its right
+   singular vectors (``lapacke.bidiag_svd``: the same rotations everywhere).
+3. Those rows -> block-cyclic (one all-to-all each), U = Q U_B, V = P V_B
+   (``bidiagonal.back_q`` / ``back_p``), back to A's layout; Vh = V^T.
+
+No rank holds more than its pieces of A, U, V and a few n x nb panels.
+float16 / bfloat16 computed in float32; NaN or inf raises LinAlgError on
+every rank. One rank: scipy's gesdd (torch's svd on a GPU).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..array import DArray, Dim, Layout
+from ..array.distribution import dim_map
+from ..runtime.dispatch import command
+from ._bc import BC, LinAlgError, bc_layout, block_size, grid2, one_rank, to_bc, whole
+from . import bidiagonal, lapacke
+from .eigensolver import check_finite, compute_dtype
+
+
+def _local_svd(a: DArray, dtype, full: bool, uv: bool):
+    t = whole(a).to(dtype)
+    if not bool(torch.isfinite(t).all()):
+        raise LinAlgError("svd: the matrix holds NaN or inf")
+    if t.device.type != "cpu":
+        if not uv:
+            return None, torch.linalg.svdvals(t), None
+        return torch.linalg.svd(t, full_matrices=full)
+    import scipy.linalg as sl
+    x = t.numpy()
+    try:
+        r = sl.svd(x, full_matrices=full, compute_uv=uv, check_finite=False,
+                   lapack_driver="gesdd")
+    except LinAlgError:
+        r = sl.svd(x, full_matrices=full, compute_uv=uv, check_finite=False,
+                   lapack_driver="gesvd")
+    if not uv:
+        return None, torch.from_numpy(r), None
+    return tuple(torch.from_numpy(np.ascontiguousarray(z)) for z in r)
+
+
+def _rows_in(local: np.ndarray, shape, g, nb: int, dtype, device) -> BC:
+    """A matrix split by contiguous rows over all ranks of ``g`` as a fresh block-cyclic BC."""
+    t = torch.from_numpy(np.ascontiguousarray(local)).to(dtype=dtype, device=device)
+    d = DArray(t, shape, Layout(Dim(g.names, None), None), g).redistribute(bc_layout(g, nb), g)
+    return BC(d.local.contiguous().clone(), shape, nb, g)
+
+
+def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
+    dtype = compute_dtype(a, what)
+    m, n = a.shape
+    K = min(m, n)
+    out = a.layout.without_partial()
+    slay = Layout(None)
+    dev = a.local.device
+    if K == 0 or one_rank(a):
+        if K == 0:
+            from ..ops.creation import eye
+            S = DArray(torch.zeros(0, dtype=dtype, device=dev), (0,), slay, a.grid)
+            if not uv:
+                return S
+            ku, kv = (m, n) if full else (0, 0)
+            return (eye(m, ku, dtype=dtype, layout=out, grid=a.grid), S,
+                    eye(kv, n, dtype=dtype, layout=out, grid=a.grid))
+        U, S, Vh = _local_svd(a, dtype, full, uv)
+        Sd = DArray(S.to(dtype=dtype, device=dev).contiguous(), (K,), slay, a.grid)
+        if not uv:
+            return Sd
+        U, Vh = (x.to(dtype=dtype, device=dev).contiguous() for x in (U, Vh))
+        return DArray(U, tuple(U.shape), out, a.grid), Sd, DArray(Vh, tuple(Vh.shape), out, a.grid)
+    check_finite(a, what)
+    flip = m < n
+    src = a.T if flip else a
+    g = grid2(a.grid)
+    nb = block_size(a, nb)
+    M = to_bc(src if src.dtype == dtype else src.astype(dtype), nb, g)
+    mm, nn = M.m, M.n                                       # mm >= nn = K
+    d, e, tauq, taup = bidiagonal.reduce(M)
+    d, e, tauq, taup = g.world.bcast_obj((d, e, tauq, taup), 0)
+    if not uv:
+        S = lapacke.bidiag_svd(d, e, np.zeros(0, np.int64), np.zeros(0, np.int64))[0]
+        return DArray(torch.from_numpy(S).to(dtype=dtype, device=dev), (K,), slay, a.grid)
+    p, me = g.size, g.flat_coord(g.names)
+    ru = dim_map(mm, p, None).indices(me)
+    rv = dim_map(nn, p, None).indices(me)
+    S, Ur, Vr = lapacke.bidiag_svd(d, e, ru[ru < nn], rv)
+    ku = mm if full else nn
+    Uloc = np.zeros((len(ru), ku))
+    Uloc[: Ur.shape[0], :nn] = Ur
+    extra = np.nonzero(ru >= nn)[0]
+    if full and len(extra):
+        Uloc[extra, ru[extra]] = 1.0                        # [[U_B, 0], [0, I]]
+    Ub = _rows_in(Uloc, (mm, ku), g, nb, dtype, dev)
+    bidiagonal.back_q(M, tauq, Ub)                          # U := Q U_B
+    Vb = _rows_in(Vr, (nn, nn), g, nb, dtype, dev)
+    bidiagonal.back_p(M, taup, Vb)                          # V := P V_B
+    Sd = DArray(torch.from_numpy(S).to(dtype=dtype, device=dev), (K,), slay, a.grid)
+    U, V = Ub.darray(), Vb.darray()
+    if flip:                                                # a^T = U S V^T: a = V S U^T
+        U, V = V, U
+    Vt = DArray(V.local.T.contiguous(), (V.shape[1], V.shape[0]), V.layout.permute((1, 0)), g)
+    return U.redistribute(out, a.grid), Sd, Vt.redistribute(out, a.grid)
+
+
+@command
+def svd(a: DArray, full_matrices: bool = True, compute_uv: bool = True, *,
+        nb: int | None = None):
+    """numpy.linalg.svd of a (m, n), K = min(m, n): (U, S, Vh), a = U diag(S) Vh,
+    S (K,) descending and replicated, U (m, K) and Vh (K, n) in a's layout
+    (``full_matrices``, numpy's default: m x m and n x n); only S if
+    ``compute_uv=False``. Distributed: bidiagonal reduction on
+    block-cyclic(nb) (module doc)."""
+    return _svd(a, full_matrices, compute_uv, nb, "svd")
+
+
+@command
+def svdvals(a: DArray, *, nb: int | None = None) -> DArray:
+    """The singular values of a, descending, replicated (scipy.linalg.svdvals)."""
+    return _svd(a, False, False, nb, "svdvals")

@@ -1,0 +1,38 @@
+"""Distributed eigh / eigvalsh / svd / svdvals, pinv, matrix_rank, cond, norm(2), lstsq
+(tests/workers/eig_cases.py on 1-4 ranks; eig_cs.py in client-server mode)."""
+import numpy as np
+import pytest
+
+from mpi_harness import run_workers
+
+# freed blocks go back to the system, so the resident peak the memory case reads is the live one
+MEMORY_ENV = {"DMATH_KEEP_HOST_MEMORY": "0", "MALLOC_MMAP_THRESHOLD_": "65536"}
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_eig_cases(ranks):
+    assert run_workers("eig_cases", ranks, timeout=600, env=MEMORY_ENV) >= 200
+
+
+def test_eig_client_server_on_3_ranks():
+    assert run_workers("eig_cs", 3, timeout=300) >= 8
+
+
+def test_bidiagonal_svd_rows_fit_together():
+    """lapacke.bidiag_svd on row subsets: the pieces form one orthogonal U and V."""
+    from dmath.linalg.lapacke import bidiag_svd, eig_rows
+    rng = np.random.default_rng(1)
+    n = 40
+    d, e = rng.standard_normal(n), rng.standard_normal(n - 1)
+    parts = [bidiag_svd(d, e, np.arange(a, b), np.arange(a, b)) for a, b in ((0, 13), (13, n))]
+    S = parts[0][0]
+    U = np.vstack([x[1] for x in parts])
+    V = np.vstack([x[2] for x in parts])
+    B = np.diag(d) + np.diag(e, 1)
+    assert np.allclose((U * S) @ V.T, B, atol=1e-13)
+    assert np.allclose(U.T @ U, np.eye(n), atol=1e-13) and np.allclose(V.T @ V, np.eye(n), atol=1e-13)
+    T = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+    w, Z1 = eig_rows(d, e, np.arange(0, 7))
+    _, Z2 = eig_rows(d, e, np.arange(7, n))
+    Z = np.vstack([Z1, Z2])
+    assert np.allclose(T @ Z, Z * w, atol=1e-12) and np.allclose(Z.T @ Z, np.eye(n), atol=1e-13)

@@ -1,0 +1,276 @@
+"""Distributed eigh / eigvalsh / svd / svdvals and what stands on them, on N ranks (SPMD).
+
+LAPACK-style checks, every rank: ||A V - V diag(w)||_1 / (||A||_1 n eps) and
+||V^T V - I||_1 / (n eps) below LIMIT; for the SVD ||A - U S V^T|| / (||A||
+max(m,n) eps) and both orthogonalities; values against numpy in float64.
+Matrices: random, graded (eigenvalues / singular values 1 .. 1e-12),
+clustered (eigenvalues 1 +- 1e-13 and 2), rank-deficient, and 0x0 / 1x1;
+grids 1 x N, N x 1, most-square and the 1-D line; layouts block-cyclic
+(nb 1, 3, 8), row / column / 2-D blocks, replicated; uneven sizes; float64,
+float32 and bfloat16 (computed in float32). Then subsets, pinv,
+matrix_rank, cond, norm(2), rank-deficient and tall (TSQR) lstsq, NaN input
+(LinAlgError on every rank, the session goes on), and the memory bound: the
+peak resident growth of a rank during eigh / svd of n = 512 stays below
+MEM_FACTOR times its share of the matrix plus panels (the gathering version
+grew by 4-5x the whole matrix on the root). The test runs this worker with
+DMATH_KEEP_HOST_MEMORY=0 and MALLOC_MMAP_THRESHOLD_=65536, so freed blocks
+go back to the system and the resident peak is the live peak.
+
+    mpiexec -n 4 python -m mpi4py tests/workers/eig_cases.py
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import dmath
+from _case import Cases
+from dmath import Dim, Layout
+
+C = Cases()
+world = C.ctx.world
+p = world.size
+rank = world.rank
+la = dmath.linalg
+rng = np.random.default_rng(5)          # same draws on every rank
+LIMIT = 10.0
+MEM_FACTOR = 6.0                       # peak growth <= this x (n^2 / p) elements + panels
+
+
+def grids() -> list:
+    shapes = [(1, p), (p, 1), dmath.runtime.most_square(p)]
+    return [dmath.Grid(s) for s in dict.fromkeys(shapes)] + [dmath.Grid((p,), ("line",))]
+
+
+def layouts(grid) -> list:
+    if grid.ndim == 1:
+        return [("row", Layout("line")), ("col", Layout(None, "line")),
+                ("cyc3", Layout(Dim("line", 3), None))]
+    r, c = grid.names
+    return [("bc8", dmath.block_cyclic(8)), ("ec", dmath.element_cyclic()),
+            ("row", dmath.row_block()), ("col", dmath.col_block()), ("2d", dmath.block_2d()),
+            ("R", Layout()), ("bc(3,5)", Layout(Dim(r, 3), Dim(c, 5)))]
+
+
+def eps(dtype) -> float:
+    return float(torch.finfo(torch.float32 if dtype == torch.bfloat16 else dtype).eps)
+
+
+def n1(x) -> float:
+    x = np.atleast_2d(x)
+    return float(np.linalg.norm(x, 1)) if x.size else 0.0
+
+
+def scaled(num: float, den: float, what: str) -> None:
+    r = num / den if den else num
+    assert r < LIMIT, f"{what}: scaled {r:.3g} >= {LIMIT}"
+
+
+def orth(n: int) -> np.ndarray:
+    return np.linalg.qr(rng.standard_normal((n, n)))[0] if n else np.zeros((0, 0))
+
+
+def symmetric(n: int, kind: str) -> np.ndarray:
+    if kind == "random":
+        a = rng.standard_normal((n, n))
+        return a + a.T
+    q = orth(n)
+    if kind == "graded":
+        w = np.logspace(0, -12, n) * rng.choice([-1, 1], n)
+    elif kind == "clustered":
+        w = np.where(np.arange(n) < n // 2, 1 + 1e-13 * rng.standard_normal(n), 2.0)
+    else:                                                   # rank-deficient: rank n // 3
+        w = np.where(np.arange(n) < n // 3, rng.standard_normal(n), 0.0)
+    return (q * w) @ q.T
+
+
+def general(m: int, n: int, kind: str) -> np.ndarray:
+    if kind == "random":
+        return rng.standard_normal((m, n))
+    k = min(m, n)
+    s = {"graded": np.logspace(0, -12, k), "clustered": np.where(np.arange(k) < k // 2, 1.0, 3.0),
+         "deficient": np.where(np.arange(k) < k // 3, 1.0 + rng.random(k), 0.0)}[kind]
+    return orth(m)[:, :k] @ np.diag(s) @ orth(n)[:k]
+
+
+def host(d) -> np.ndarray:
+    return np.asarray(d.to_numpy(), dtype=np.float64)
+
+
+def stored(x, dtype) -> np.ndarray:
+    return torch.from_numpy(x).to(dtype).double().numpy()
+
+
+def case_eigh(grid, name, lay, n, dtype, kind, nb):
+    what = f"{grid!r} {name} n={n} {dtype} {kind} nb={nb}"
+    a = stored(symmetric(n, kind), dtype)
+    A = dmath.from_numpy(a, lay, grid=grid, dtype=dtype)
+    w, V = la.eigh(A, nb=nb)
+    cd = torch.float32 if dtype == torch.bfloat16 else dtype
+    assert w.dtype == cd and V.dtype == cd and V.shape == (n, n), what
+    assert V.layout == A.layout and V.grid == A.grid, f"{what}: layout {V.layout}"
+    w, v = host(w), host(V)
+    e = eps(dtype)
+    scaled(n1(a @ v - v * w), n1(a) * max(n, 1) * e, f"{what} eigh residual")
+    scaled(n1(v.T @ v - np.eye(n)), max(n, 1) * e, f"{what} eigh orthogonality")
+    ref = np.linalg.eigvalsh(a)
+    assert np.allclose(w, ref, rtol=0, atol=LIMIT * max(n, 1) * e * max(n1(a), 1e-300)), what
+    assert np.allclose(host(la.eigvalsh(A, nb=nb)), w, rtol=0, atol=LIMIT * max(n, 1) * e * n1(a))
+    assert np.array_equal(host(A), a), f"{what}: input modified"
+    done = 4
+    if n >= 4:                                             # subsets by index and by value
+        lo, hi = n // 4, n // 2
+        ws, Vs = la.eigh(A, subset_by_index=(lo, hi), nb=nb)
+        vs = host(Vs)
+        assert vs.shape == (n, hi - lo + 1), f"{what}: subset shape {vs.shape}"
+        assert np.allclose(host(ws), w[lo:hi + 1], rtol=0, atol=LIMIT * n * e * n1(a))
+        scaled(n1(a @ vs - vs * host(ws)), n1(a) * n * e, f"{what} subset residual")
+        vl, vu = (w[lo] + w[lo - 1]) / 2, (w[hi] + w[hi + 1]) / 2 if hi + 1 < n else w[hi] + 1
+        if w[lo] - w[lo - 1] > 1e-6 and (hi + 1 == n or w[hi + 1] - w[hi] > 1e-6):
+            wv = host(la.eigvalsh(A, subset_by_value=(vl, vu), nb=nb))
+            assert len(wv) == hi - lo + 1, f"{what}: value window gave {len(wv)}"
+        done += 2
+    return done
+
+
+def case_svd(grid, name, lay, m, n, dtype, kind, nb):
+    what = f"{grid!r} {name} {m}x{n} {dtype} {kind} nb={nb}"
+    a = stored(general(m, n, kind), dtype)
+    A = dmath.from_numpy(a, lay, grid=grid, dtype=dtype)
+    K = min(m, n)
+    e = eps(dtype)
+    big = max(m, n, 1)
+    ref = np.linalg.svd(a, compute_uv=False)
+    for full in (False, True):
+        U, S, Vh = la.svd(A, full_matrices=full, nb=nb)
+        u, s, vh = host(U), host(S), host(Vh)
+        ku, kv = (m, n) if full else (K, K)
+        assert u.shape == (m, ku) and vh.shape == (kv, n) and s.shape == (K,), what
+        assert U.layout == A.layout and Vh.layout == A.layout, f"{what}: layout"
+        scaled(n1(a - (u[:, :K] * s) @ vh[:K]), n1(a) * big * e, f"{what} full={full} svd")
+        scaled(n1(u.T @ u - np.eye(ku)), big * e, f"{what} full={full} U orthogonality")
+        scaled(n1(vh @ vh.T - np.eye(kv)), big * e, f"{what} full={full} V orthogonality")
+        assert np.allclose(s, ref, rtol=0, atol=LIMIT * big * e * max(n1(a), 1e-300)), what
+    assert np.allclose(host(la.svdvals(A, nb=nb)), ref, rtol=0, atol=LIMIT * big * e * n1(a))
+    return 7
+
+
+def case_spectral(grid, lay):
+    """pinv, matrix_rank, cond, norm(2), lstsq (rank-deficient, wide, tall, vector b)."""
+    done = 0
+    for m, n in ((29, 13), (11, 26)):
+        a = general(m, n, "deficient")
+        A = dmath.from_numpy(a, lay, grid=grid)
+        assert np.allclose(host(la.pinv(A)), np.linalg.pinv(a), atol=1e-12), "pinv"
+        assert la.matrix_rank(A) == np.linalg.matrix_rank(a), "matrix_rank"
+        g = rng.standard_normal((m, n))
+        G = dmath.from_numpy(g, lay, grid=grid)
+        assert np.isclose(la.cond(G), np.linalg.cond(g), rtol=1e-10), "cond"
+        assert np.isclose(float(host(la.norm(G, 2))), np.linalg.norm(g, 2), rtol=1e-12), "norm 2"
+        assert np.isclose(float(host(la.matrix_norm(G, "nuc"))), np.linalg.norm(g, "nuc"),
+                          rtol=1e-12), "nuc"
+        b = rng.standard_normal((m, 3))
+        B = dmath.from_numpy(b, lay, grid=grid)
+        for mat, M in ((a, A), (g, G)):
+            x, res, r, s = la.lstsq(M, B)
+            xr, resr, rr, sr = np.linalg.lstsq(mat, b, rcond=None)
+            assert r == rr and np.allclose(host(x), xr, atol=1e-11), f"lstsq {m}x{n} rank {r}"
+            assert np.allclose(host(res), resr, rtol=1e-9) and host(res).shape == resr.shape
+            assert np.allclose(host(s), sr, atol=1e-12)
+        b1 = dmath.from_numpy(b[:, 0].copy(), Layout(*lay.dims[:1]), grid=grid)
+        x1 = la.lstsq(G, b1)[0]
+        assert x1.shape == (n,) and np.allclose(host(x1), np.linalg.lstsq(g, b[:, 0], rcond=None)[0])
+        done += 9
+    tall = general(40 * p, 6, "deficient")                 # row-sharded tall: TSQR path
+    T = dmath.from_numpy(tall, Layout(tuple(grid.names), None), grid=grid)
+    bt = rng.standard_normal(40 * p)
+    x, res, r, s = la.lstsq(T, dmath.from_numpy(bt, Layout(*T.layout.dims[:1]), grid=grid))
+    xr, _, rr, _ = np.linalg.lstsq(tall, bt, rcond=None)
+    assert r == rr and np.allclose(host(x), xr, atol=1e-10), "tall lstsq"
+    return done + 1
+
+
+def case_nan(grid, lay):
+    a = rng.standard_normal((9, 9))
+    a = a + a.T
+    a[7, 2] = np.nan                                       # below the diagonal: eigh reads it
+    A = dmath.from_numpy(a, lay, grid=grid)
+    done = 0
+    for fn in (la.eigh, la.eigvalsh, la.svd, la.svdvals, la.pinv):
+        try:
+            fn(A)
+        except np.linalg.LinAlgError as e:
+            assert "NaN" in str(e), str(e)
+            done += 1
+            continue
+        raise AssertionError(f"{fn.__name__} of a NaN matrix did not raise")
+    ok = dmath.from_numpy(np.eye(4), lay, grid=grid)       # the session goes on
+    assert np.allclose(host(la.eigvalsh(ok)), 1.0)
+    return done + 1
+
+
+def peak_growth(fn) -> int:
+    """Peak resident bytes this rank gains while running fn (VmHWM reset first)."""
+    def status(key):
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+        return 0
+    world.barrier()
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return -1
+    base = status("VmRSS:")
+    fn()
+    return status("VmHWM:") - base
+
+
+def case_memory():
+    """Several ranks only: one rank hands the whole matrix to LAPACK (gesdd's workspace)."""
+    if p == 1:
+        return 0
+    n, nb = 512, 64
+    g = dmath.Grid(dmath.runtime.most_square(p))
+    a = rng.standard_normal((n, n))
+    a = a + a.T
+    A = dmath.from_numpy(a, dmath.block_cyclic(nb), grid=g)
+    la.eigh(A, nb=nb)                                      # warm: code, plans, BLAS buffers
+    la.svd(A, nb=nb)
+    share = n * n * 8 / p
+    panels = 8 * n * nb * 8
+    for name, fn in (("eigh", lambda: la.eigh(A, nb=nb)), ("svd", lambda: la.svd(A, nb=nb))):
+        grown = peak_growth(fn)
+        worst = max(world.allgather_obj(grown))
+        if rank == 0:
+            print(f"memory {name} n={n} p={p}: peak growth {worst / 2**20:.1f} MiB, share "
+                  f"{share / 2**20:.1f} MiB, matrix {n * n * 8 / 2**20:.1f} MiB", flush=True)
+        if grown >= 0:
+            assert worst <= MEM_FACTOR * share + panels, \
+                f"{name}: a rank grew by {worst} bytes > {MEM_FACTOR} x share {share} + panels"
+    return 2
+
+
+C.ok(case_memory())
+for gi, grid in enumerate(grids()):
+    lays = layouts(grid)
+    for j, kind in enumerate(("random", "graded", "clustered", "deficient")):
+        name, lay = lays[(gi + j) % len(lays)]
+        nb = (1, 3, 8, None)[(gi + j) % 4]
+        n = (37, 23, 30, 17)[(gi + j) % 4]
+        dtype = (torch.float64, torch.float64, torch.float32, torch.float64)[j]
+        C.ok(case_eigh(grid, name, lay, n, dtype, kind, nb))
+        m2, n2 = [(n, n - 9), (n - 11, n), (n, n), (n + 5, 7)][j]
+        C.ok(case_svd(grid, name, lay, m2, n2, dtype, kind, nb))
+    name, lay = lays[gi % len(lays)]
+    for n in (0, 1, 2):
+        C.ok(case_eigh(grid, name, lay, n, torch.float64, "random", 2))
+        C.ok(case_svd(grid, name, lay, n, n, torch.float64, "random", 2))
+    C.ok(case_svd(grid, name, lay, 1, 5, torch.float64, "random", 2))
+    C.ok(case_eigh(grid, name, lay, 12, torch.bfloat16, "random", 4))
+    if gi in (0, len(grids()) - 1):                       # a 2-D and the 1-D grid
+        C.ok(case_spectral(grid, lay))
+        C.ok(case_nan(grid, lay))
+C.report()
