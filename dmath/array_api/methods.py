@@ -1,0 +1,90 @@
+"""The standard's array attributes and methods that DArray did not have, installed on
+DArray when ``dmath.array_api`` is imported (``dmath`` imports it):
+``__array_namespace__``, ``mT``, ``to_device``, ``__dlpack__`` /
+``__dlpack_device__`` (this rank's piece), ``__index__``, ``__complex__``,
+``__lshift__`` / ``__rshift__`` (and reflected/in-place forms)."""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from ..array import DArray
+
+
+def __array_namespace__(self, /, *, api_version: str | None = None):
+    if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+        raise ValueError(f"unsupported array API version {api_version!r}")
+    return sys.modules["dmath.array_api"]
+
+
+def mT(self) -> DArray:
+    """The matrix transpose of the last two dims (local views, no traffic)."""
+    if self.ndim < 2:
+        raise ValueError("mT needs at least 2 dims")
+    order = list(range(self.ndim))
+    order[-1], order[-2] = order[-2], order[-1]
+    return self.permute(order)
+
+
+def to_device(self, device, /, *, stream=None) -> DArray:
+    """The array on ``device`` (each rank's piece moves; only this rank's device or
+    'cpu' when that is it: one device per rank)."""
+    if str(device) == str(self.device) or (isinstance(device, torch.device)
+                                           and device == self.device):
+        return self
+    raise ValueError(f"to_device({device!r}): dmath arrays stay on their rank's device "
+                     f"({self.device}); move the session instead (dmath.init(device=...))")
+
+
+def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """This rank's piece through DLPack (not the global array: use a replicated
+    layout first for the whole array)."""
+    t = self._local
+    if copy:
+        t = t.clone()
+    if max_version is None:
+        return t.__dlpack__(stream=stream)
+    return t.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+
+def __dlpack_device__(self):
+    return self._local.__dlpack_device__()
+
+
+def __index__(self) -> int:
+    if self.ndim != 0 or self.dtype.is_floating_point or self.dtype.is_complex \
+            or self.dtype == torch.bool:
+        raise TypeError(f"only 0-d integer arrays can be used as an index (shape {self.shape}, "
+                        f"{self.dtype})")
+    return int(self.item())
+
+
+def __complex__(self) -> complex:
+    return complex(self.item())
+
+
+def _shift(name, reflected=False, inplace=False):
+    def method(self, other):
+        from . import elementwise as e
+        fn = e.bitwise_left_shift if name == "l" else e.bitwise_right_shift
+        if inplace:
+            r = fn(self, other)
+            self[...] = r
+            return self
+        return fn(other, self) if reflected else fn(self, other)
+    return method
+
+
+def install() -> None:
+    DArray.__array_namespace__ = __array_namespace__
+    DArray.mT = property(mT)
+    DArray.to_device = to_device
+    DArray.__dlpack__ = __dlpack__
+    DArray.__dlpack_device__ = __dlpack_device__
+    DArray.__index__ = __index__
+    DArray.__complex__ = __complex__
+    for k in ("l", "r"):
+        setattr(DArray, f"__{k}shift__", _shift(k))
+        setattr(DArray, f"__r{k}shift__", _shift(k, reflected=True))
+        setattr(DArray, f"__i{k}shift__", _shift(k, inplace=True))
