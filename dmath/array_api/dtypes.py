@@ -39,7 +39,7 @@ class DType:
                                                   and issubclass(other, np.generic)):
             try:
                 return self.numpy == np.dtype(other)
-            except TypeError:
+            except (TypeError, ValueError, SyntaxError):
                 return False
         return NotImplemented
 

@@ -32,20 +32,17 @@ pow, reciprocal, sign, sqrt, square = ew.power, ew.reciprocal, ew.sign, ew.sqrt,
 
 
 def _sign(x):
+    if x.is_floating_point():
+        return torch.where(torch.isnan(x), x, torch.sign(x))
     if x.is_complex():
         return torch.where(x == 0, torch.zeros_like(x), x / torch.abs(x).to(x.dtype))
     return torch.sign(x)
-
-
-def _or_new(name, make):
-    return ew.OPS[name] and getattr(ew, name) if name in ew.OPS and hasattr(ew, name) else make()
 
 
 sign = ew._unary("sign_api", _sign, ufunc="sign")
 acosh = ew._unary("arccosh", torch.acosh)
 asinh = ew._unary("arcsinh", torch.asinh)
 atanh = ew._unary("arctanh", torch.atanh)
-round = ew._unary("round_api", torch.round, ufunc="rint")  # noqa: A001 - half to even
 signbit = ew._unary("signbit", torch.signbit)
 conj = ew._unary("conj_api", lambda x: torch.conj(x).resolve_conj() if x.is_complex()
                  else x.clone(), ufunc="conjugate")
@@ -68,6 +65,18 @@ def _shift(f):
 
 bitwise_left_shift = ew._binary("left_shift", _shift(torch.bitwise_left_shift))
 bitwise_right_shift = ew._binary("right_shift", _shift(torch.bitwise_right_shift))
+
+
+def _round(t):
+    if t.is_complex():
+        return torch.complex(torch.round(t.real), torch.round(t.imag))
+    return torch.round(t) if t.is_floating_point() else t.clone()
+
+
+@command
+def round(x: DArray, /) -> DArray:  # noqa: A001
+    """Nearest integer, halves to even (complex: each part); integers unchanged."""
+    return ops.map_local(_round, x, name="round")
 
 
 @command
@@ -101,7 +110,6 @@ def clip(x: DArray, /, min=None, max=None) -> DArray:  # noqa: A002
         if hi is not None:
             hi_t = hi if isinstance(hi, torch.Tensor) else torch.tensor(hi, device=a.device)
             a = torch.where(a > hi_t, hi_t.to(t), a)
-        a = torch.where(torch.isnan(x_nan(a)), a, a) if False else a
         return a.to(t)
     args = [x, min, max]
     arr = [a for a in args if isinstance(a, DArray)]
@@ -122,9 +130,5 @@ def clip(x: DArray, /, min=None, max=None) -> DArray:  # noqa: A002
     return out
 
 
-def x_nan(a):
-    return a
-
-
 __all__ = [n for n in dir() if not n.startswith("_") and n not in
-           ("annotations", "torch", "ops", "ew", "DArray", "command", "dt", "x_nan")]
+           ("annotations", "torch", "ops", "ew", "DArray", "command", "dt")]

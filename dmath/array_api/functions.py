@@ -48,20 +48,22 @@ def _acc_dtype(x: DArray, dtype):
         return dt.as_torch(dtype)
     t = x.dtype
     if t == torch.bool or (not t.is_floating_point and not t.is_complex):
-        return torch.uint8 if t == torch.uint8 and False else torch.int64
+        return torch.int64        # the default integer (uint64, the default unsigned, has no kernels)
     return t
 
 
 @command
 def sum(x: DArray, /, *, axis=None, dtype=None, keepdims: bool = False) -> DArray:  # noqa: A001
     _check(x, "sum")
-    return _sum(x, _norm_axis(axis, x.ndim), keepdims, _acc_dtype(x, dtype))
+    t = _acc_dtype(x, dtype)
+    return _sum(x, _norm_axis(axis, x.ndim), keepdims, t).astype(t, copy=False)
 
 
 @command
 def prod(x: DArray, /, *, axis=None, dtype=None, keepdims: bool = False) -> DArray:
     _check(x, "prod")
-    return _prod(x, _norm_axis(axis, x.ndim), keepdims, _acc_dtype(x, dtype))
+    t = _acc_dtype(x, dtype)
+    return _prod(x, _norm_axis(axis, x.ndim), keepdims, t).astype(t, copy=False)
 
 
 @command
@@ -451,7 +453,15 @@ def matmul(x1: DArray, x2: DArray, /) -> DArray:
     from .. import linalg
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul: 0-d operands are not allowed")
+    if not _gemm_dtype(x1, x2):
+        t = dt.result_type(x1, x2).torch
+        return on_whole(lambda a, b: torch.matmul(a.to(t), b.to(t)), x1, x2)
     return linalg.products.matmul(x1, x2)
+
+
+def _gemm_dtype(x1, x2) -> bool:
+    """Whether dmath's distributed GEMM takes these dtypes (real floats)."""
+    return x1.dtype == x2.dtype and x1.dtype in (torch.float32, torch.float64)
 
 
 @command
@@ -464,6 +474,10 @@ def matrix_transpose(x: DArray, /) -> DArray:
 @command
 def tensordot(x1: DArray, x2: DArray, /, *, axes=2) -> DArray:
     from .. import linalg
+    if not _gemm_dtype(x1, x2):
+        t = dt.result_type(x1, x2).torch
+        ax = axes if isinstance(axes, int) else tuple(tuple(a) for a in axes)
+        return on_whole(lambda a, b: torch.tensordot(a.to(t), b.to(t), dims=ax), x1, x2)
     return linalg.tensordot(x1, x2, axes)
 
 
@@ -476,7 +490,7 @@ def vecdot(x1: DArray, x2: DArray, /, *, axis: int = -1) -> DArray:
     prod_ = ew.multiply(ops.map_local(lambda t: t.conj().resolve_conj() if t.is_complex()
                                       else t, x1, name="conj"), x2)
     k = axis if axis < 0 else axis - builtins.max(x1.ndim, x2.ndim)
-    return _sum(prod_, k, False, None)
+    return sum(prod_, axis=k, dtype=prod_.dtype)
 
 
 __all__ = [n for n, v in list(globals().items()) if callable(v) and not n.startswith("_")

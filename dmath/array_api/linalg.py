@@ -136,6 +136,8 @@ def pinv(x: DArray, /, *, rtol=None) -> DArray:
     fn = _dmath2d("pinv", x)
     if fn is not None and rtol is None:
         return fn(x)
+    if isinstance(rtol, DArray):
+        return on_whole(lambda t, r: torch.linalg.pinv(t, rtol=r.to(t.real.dtype)), x, rtol)
     return on_whole(lambda t: torch.linalg.pinv(t, rtol=rtol), x)
 
 

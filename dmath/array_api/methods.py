@@ -76,7 +76,40 @@ def _shift(name, reflected=False, inplace=False):
     return method
 
 
+def _bool_scalar(key):
+    """The value of a key that is one boolean scalar (Python bool or 0-d bool DArray)."""
+    if isinstance(key, bool):
+        return key
+    if isinstance(key, DArray) and key.ndim == 0 and key.dtype == torch.bool:
+        return bool(key.item())
+    return None
+
+
+def _getitem(old):
+    def __getitem__(self, key):
+        b = _bool_scalar(key)
+        if b is None:
+            return old(self, key)
+        from .. import ops            # numpy: x[True] is x[None], x[False] is x[None][:0]
+        return ops.expand_dims(self, 0)[0:1 if b else 0]
+    return __getitem__
+
+
+def _setitem(old):
+    def __setitem__(self, key, value):
+        b = _bool_scalar(key)
+        if b is None:
+            return old(self, key, value)
+        if b:
+            old(self, ..., value)
+    return __setitem__
+
+
 def install() -> None:
+    if not getattr(DArray, "_array_api_installed", False):
+        DArray.__getitem__ = _getitem(DArray.__getitem__)
+        DArray.__setitem__ = _setitem(DArray.__setitem__)
+        DArray._array_api_installed = True
     DArray.__array_namespace__ = __array_namespace__
     DArray.mT = property(mT)
     DArray.to_device = to_device
