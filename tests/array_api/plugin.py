@@ -37,7 +37,7 @@ def _start_dmath() -> None:
     """Before the suite's modules import: they call the namespace at import time."""
     import dmath
     if not dmath.is_initialized():
-        dmath.init()
+        dmath.init(mode=os.environ.get("DMATH_ARRAY_API_MODE", "spmd"))
     if os.environ.get("DMATH_ARRAY_API_LAYOUT", "") == "sharded":
         dmath.array_api.set_default_layout("sharded")
 
@@ -55,3 +55,26 @@ def pytest_configure(config):
                               database=None, print_blob=False,
                               suppress_health_check=list(HealthCheck))
     settings.load_profile("dmath-spmd")
+
+
+_OUTCOMES: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    """Outcome of each test (its call phase, or a failed/skipped setup)."""
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        out = report.outcome
+        if hasattr(report, "wasxfail"):
+            out = "xfailed" if report.outcome in ("skipped", "failed") else "xpassed"
+        _OUTCOMES[report.nodeid] = out
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """DMATH_ARRAY_API_REPORT=path: each rank writes path.<rank>.json (test -> outcome)."""
+    path = os.environ.get("DMATH_ARRAY_API_REPORT")
+    if path:
+        import json
+        import dmath
+        rank = dmath.context().grid.world.rank
+        with open(f"{path}.{rank}.json", "w") as f:
+            json.dump(_OUTCOMES, f, indent=0, sort_keys=True)
