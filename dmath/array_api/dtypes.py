@@ -226,8 +226,7 @@ def finfo(type, /) -> finfo_object:  # noqa: A002 - the standard's name
 
 def iinfo(type, /) -> iinfo_object:  # noqa: A002
     """Limits of an integer dtype."""
-    t = type_.dtype if isinstance((type_ := type), DArray) else \
-        (type_.torch if isinstance(type_, DType) else _raw(type_))
+    t = _raw(type)
     if _KIND.get(t) not in ("i", "u"):
         raise TypeError(f"iinfo needs an integer dtype, got {t}")
     return iinfo_object(t)

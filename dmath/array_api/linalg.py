@@ -200,13 +200,23 @@ def trace(x: DArray, /, *, offset: int = 0, dtype=None) -> DArray:
 @command
 def vector_norm(x: DArray, /, *, axis=None, keepdims: bool = False, ord=2) -> DArray:
     """The ``ord``-norm over ``axis`` (all elements by default): a local reduction and
-    an all-reduce (``dmath.norm``'s vector path) for ord 1/2/inf; others whole."""
+    an all-reduce for real arrays and ord 1, 2, +-inf; other cases on the whole array."""
     _float(x, "vector_norm")
     rt = x.dtype if not x.dtype.is_complex else \
         (torch.float64 if x.dtype == torch.complex128 else torch.float32)
 
+    if x.size and ord in (1, 2, float("inf"), -float("inf")) and not x.dtype.is_complex:
+        from . import functions as f
+        a = ops.abs(x)
+        if ord == 2:
+            r = ops.sqrt(f.sum(ops.multiply(a, a), axis=axis, keepdims=keepdims))
+        elif ord == 1:
+            r = f.sum(a, axis=axis, keepdims=keepdims)
+        else:
+            r = (f.max if ord > 0 else f.min)(a, axis=axis, keepdims=keepdims)
+        return r.astype(rt, copy=False)
+
     def fn(t):
-        dims = None if axis is None else axis
-        r = torch.linalg.vector_norm(t, ord=ord, dim=dims, keepdim=keepdims)
+        r = torch.linalg.vector_norm(t, ord=ord, dim=axis, keepdim=keepdims)
         return r.to(rt)
     return on_whole(fn, x)
