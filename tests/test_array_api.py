@@ -83,3 +83,13 @@ def test_suite_one_rank(tmp_path):
 def test_suite_two_ranks_sharded(tmp_path):
     out = run_suite(SPMD_FILES, 2, tmp_path, max_examples=2, sharded=True)
     assert _rate(out) >= 0.95, f"pass rate {_rate(out):.3f}"
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_namespace_and_numpy_items_against_numpy(n):
+    """tests/workers/array_api_cases.py: issue 18's numpy items (A @ ndarray, where(cond),
+    max(initial=), sum(out=), dtypes) and layout-dependent namespace functions."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from mpi_harness import run_workers
+    assert run_workers("array_api_cases", n, timeout=600) > 0

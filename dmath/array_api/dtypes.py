@@ -56,6 +56,11 @@ class DType:
     __str__ = lambda self: self.name  # noqa: E731
 
     @property
+    def dtype(self) -> np.dtype:
+        """numpy's dtype (so ``np.dtype(dmath.float64)`` and numpy's ``dtype=`` take it)."""
+        return self.numpy
+
+    @property
     def itemsize(self) -> int:
         return self.numpy.itemsize
 
