@@ -10,6 +10,7 @@ import sys
 import torch
 
 from ..array import DArray
+from ..runtime import dispatch
 
 
 def __array_namespace__(self, /, *, api_version: str | None = None):
@@ -85,8 +86,50 @@ def _bool_scalar(key):
     return None
 
 
+def _basic(key) -> bool:
+    """Whether ``key`` is numpy basic indexing torch does the same way: ints, slices
+    with positive steps, None, Ellipsis."""
+    for k in (key if type(key) is tuple else (key,)):
+        tk = type(k)
+        if tk is int or k is None or k is Ellipsis:
+            continue
+        if tk is slice and (k.step is None or (type(k.step) is int and k.step > 0)):
+            continue
+        return False
+    return True
+
+
+def _replicated_get(self, key):
+    """SPMD, a replicated array, a basic key: every rank indexes its own full copy
+    (no command, no communication); None: take the general path."""
+    lay = self.layout
+    if dispatch._client is not None or dispatch._session is not None or not lay.is_replicated \
+            or not _basic(key):
+        return None
+    try:
+        t = self._local[key]
+    except IndexError as e:
+        raise IndexError(f"index {key!r} out of range for shape {self.shape}: {e}") from None
+    t = t.clone()                   # a copy, as dmath's getitem gives
+    return DArray(t, tuple(t.shape), _replicated(self.grid, t.ndim), self.grid)
+
+
+_REP: dict = {}
+
+
+def _replicated(grid, ndim: int):
+    lay = _REP.get((grid, ndim))
+    if lay is None:
+        from ..array import Layout
+        lay = _REP[(grid, ndim)] = Layout().resolve(grid, ndim)
+    return lay
+
+
 def _getitem(old):
     def __getitem__(self, key):
+        r = _replicated_get(self, key)
+        if r is not None:
+            return r
         b = _bool_scalar(key)
         if b is None:
             return old(self, key)
