@@ -68,6 +68,11 @@ from .linalg import dot, tensordot, vdot
 __all__ += ["all", "any", "argsort", "array", "asarray", "copy", "cumsum", "dot", "empty_like",
             "full_like", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nansum",
             "ones_like", "prod", "sort", "std", "tensordot", "var", "vdot"]
+from . import array_api
+from .array_api.dtypes import (bool, complex64, complex128, float32, float64, int8,  # noqa: A004
+                               int16, int32, int64, uint8, can_cast, finfo, iinfo, isdtype)
+__all__ += ["array_api", "bool", "can_cast", "complex64", "complex128", "finfo", "float32",
+            "float64", "iinfo", "int8", "int16", "int32", "int64", "isdtype", "uint8"]
 
 from .ops import numpy_protocol as _numpy_protocol  # noqa: E402
 _numpy_protocol.set_namespace(_sys.modules[__name__])   # np.sum(A) finds dmath.sum: a hook

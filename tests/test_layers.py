@@ -25,6 +25,8 @@ LAYERS: dict[str, float] = {
     "nn": 4,
     "train": 5,
     "cli": 6,
+    "array_api": 5.5,  # the standard's namespace, over ops and linalg
+    "fft": 3.5,        # distributed FFT, over ops (redistribution)
 }
 # dmath/__init__.py and dmath/__main__.py sit on top of everything: they may import anything.
 TOP = 100

@@ -17,6 +17,8 @@ def as_dtype(dtype) -> torch.dtype:
     """torch dtype for ``dtype`` given as torch dtype, numpy dtype/type or name."""
     if isinstance(dtype, torch.dtype):
         t = dtype
+    elif isinstance(getattr(dtype, "torch", None), torch.dtype):   # dmath.float64 & co.
+        t = dtype.torch
     elif isinstance(dtype, str) and dtype in _BY_NAME:
         t = _BY_NAME[dtype]
     else:

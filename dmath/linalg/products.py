@@ -277,11 +277,21 @@ def vdot(a: DArray, b: DArray) -> DArray:
     return reductions.sum(multiply(a, b))
 
 
+def _host(x, like: DArray):
+    """numpy arrays/lists as operands of ``@``: distributed like ``A + ndarray``'s
+    (``ops.ufuncs.host_operands``: collective, every SPMD rank passes the same)."""
+    if isinstance(x, (np.ndarray, list, tuple)):
+        from ..ops.creation import from_numpy
+        return from_numpy(x, grid=like.grid)
+    return x
+
+
 def _matmul_op(a, b):
-    return matmul(a, b)
+    return matmul(a, _host(b, a))
 
 
 def _rmatmul_op(a, b):
+    b = _host(b, a)
     if not isinstance(b, DArray):
         raise TypeError(f"{type(b).__name__} @ DArray: wrap host data with dmath.asarray first")
     return matmul(b, a)

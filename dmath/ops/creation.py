@@ -180,7 +180,9 @@ def _numpy_source(array) -> torch.Tensor:
                         "(numbers and bools only)")
     if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))
-    if not a.flags.c_contiguous:
+    if not a.flags.c_contiguous or not a.flags.writeable:
+        # A read-only array (a DArray's cached host copy, a broadcast view) is copied:
+        # torch has no read-only tensors, and a piece sharing it could be written.
         a = a.copy(order="C")                    # (np.ascontiguousarray makes 0-d 1-d)
     return _torch_source(torch.from_numpy(a))
 

@@ -172,9 +172,22 @@ def _sum(a: DArray, axes: tuple, keepdims: bool, dtype=None, x: torch.Tensor | N
 
 
 @command
-def sum(a: DArray, axis: Axis = None, keepdims: bool = False, dtype=None) -> DArray:  # noqa: A001
-    """Sum over ``axis`` (partial sums folded into the same all-reduce)."""
-    return _sum(a, _axes(a, axis), keepdims, dtype)
+def sum(a: DArray, axis: Axis = None, keepdims: bool = False, dtype=None,  # noqa: A001
+        out: DArray | None = None) -> DArray:
+    """Sum over ``axis`` (partial sums folded into the same all-reduce); ``out``: a
+    DArray of the result's shape written in place (numpy's same_kind cast) and returned."""
+    if out is not None and not isinstance(out, DArray):
+        raise TypeError(f"sum: out must be a DArray, got {type(out).__name__}")
+    r = _sum(a, _axes(a, axis), keepdims, dtype)
+    if out is None:
+        return r
+    if out.shape != r.shape:
+        raise ValueError(f"sum: out has shape {out.shape}, the result {r.shape}")
+    if not torch.can_cast(r.dtype, out.dtype) and not (
+            r.dtype.is_floating_point and out.dtype.is_floating_point):
+        raise TypeError(f"sum: cannot cast the {r.dtype} result into out's {out.dtype}")
+    out[...] = r
+    return out
 
 
 @command
@@ -290,9 +303,21 @@ def _flagged_allreduce(comm, value: torch.Tensor, flag: torch.Tensor, op: str):
     return both[0], both[1] * sign > 0
 
 
-def _extreme(a: DArray, axis, keepdims: bool, op: str, skipnan: bool) -> DArray:
+def _extreme(a: DArray, axis, keepdims: bool, op: str, skipnan: bool, initial=None) -> DArray:
     axes = _axes(a, axis)
+    if initial is not None:      # numpy's initial=: the identity's slot; empty slices take it
+        r = _extreme_from_identity(a, axes, keepdims, op, skipnan)
+        init = torch.tensor(initial, device=r.local.device)
+        if not (r.dtype.is_floating_point or r.dtype.is_complex) and init.is_floating_point():
+            raise TypeError(f"{op}: initial={initial!r} does not fit {r.dtype}")
+        pick = torch.maximum if op == "max" else torch.minimum
+        return DArray(pick(r.local, init.to(r.dtype)), r.shape, r.layout, r.grid)
     _no_identity(a, axes, "maximum" if op == "max" else "minimum")
+    return _extreme_from_identity(a, axes, keepdims, op, skipnan)
+
+
+def _extreme_from_identity(a: DArray, axes: tuple, keepdims: bool, op: str,
+                           skipnan: bool) -> DArray:
     a = _full(a)
     x = a.local
     fill = _identity(x.dtype, op)
@@ -317,15 +342,16 @@ def _extreme(a: DArray, axis, keepdims: bool, op: str, skipnan: bool) -> DArray:
 
 
 @command
-def max(a: DArray, axis: Axis = None, keepdims: bool = False) -> DArray:  # noqa: A001
-    """Largest element over ``axis`` (NaN propagates)."""
-    return _extreme(a, axis, keepdims, "max", False)
+def max(a: DArray, axis: Axis = None, keepdims: bool = False, initial=None) -> DArray:  # noqa: A001
+    """Largest element over ``axis`` (NaN propagates); ``initial``: numpy's (also the
+    value of an empty slice)."""
+    return _extreme(a, axis, keepdims, "max", False, initial)
 
 
 @command
-def min(a: DArray, axis: Axis = None, keepdims: bool = False) -> DArray:  # noqa: A001
-    """Smallest element over ``axis`` (NaN propagates)."""
-    return _extreme(a, axis, keepdims, "min", False)
+def min(a: DArray, axis: Axis = None, keepdims: bool = False, initial=None) -> DArray:  # noqa: A001
+    """Smallest element over ``axis`` (NaN propagates); ``initial`` as in ``max``."""
+    return _extreme(a, axis, keepdims, "min", False, initial)
 
 
 @command
