@@ -65,3 +65,24 @@ from .linalg import dot, tensordot, vdot
 __all__ += ["all", "any", "argsort", "array", "asarray", "copy", "cumsum", "dot", "empty_like",
             "full_like", "nanargmax", "nanargmin", "nanmax", "nanmean", "nanmin", "nansum",
             "ones_like", "prod", "sort", "std", "tensordot", "var", "vdot"]
+# numpy's everyday functions beyond the array API standard, and the fft extension
+from .ops import NUMPY_EXTRAS as _EXTRAS
+from . import ops as _ops
+globals().update({_n: getattr(_ops, _n) for _n in _EXTRAS})
+from .linalg.contraction import einsum, inner, kron, outer
+from . import fft
+from math import inf, nan, pi, e
+newaxis = None
+__all__ += _EXTRAS + ["e", "einsum", "fft", "inf", "inner", "kron", "nan", "newaxis", "outer",
+                      "pi"]
+
+
+def _ufunc_at(op):
+    def at(a, indices, b=None):
+        """numpy's ufunc.at: unbuffered in-place ``a[indices] op= b`` (dmath.ops.counting)."""
+        return _ops.counting.ufunc_at(op, a, indices, b)
+    return at
+
+
+add.at = _ufunc_at("add")            # noqa: F821 - dmath.add.at(a, idx, b) as np.add.at
+subtract.at = _ufunc_at("subtract")  # noqa: F821

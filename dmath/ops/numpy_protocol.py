@@ -82,6 +82,9 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
     name = UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
     if method == "reduce":
         return _reduce(ufunc, inputs, kwargs)
+    if method == "at" and not kwargs:                 # np.add.at(A, idx, b): counting.ufunc_at
+        from .counting import ufunc_at
+        return ufunc_at(ufunc.__name__, *inputs)
     if method != "__call__":
         raise TypeError(f"numpy ufunc method np.{ufunc.__name__}.{method} is not supported on "
                         "DArray; use A.to_numpy() explicitly")
@@ -170,6 +173,8 @@ def array_function(func, types, args: tuple, kwargs: dict) -> Any:
         fn = NUMPY_FIRST.get(name) or _find(name, dm) or _find(alias, dm) or SPECIAL.get(name)
     elif mod == "numpy.linalg":
         fn = _find(name, getattr(dm, "linalg", None), dm)
+    elif mod == "numpy.fft":                          # np.fft.fftn(A): dmath.fft
+        fn = _find(name, getattr(dm, "fft", None))
     else:
         fn = None
     if fn is None:
