@@ -381,5 +381,8 @@ def meshgrid(*xi: DArray, copy: bool = True, sparse: bool = False,
     out = [reshape(x, tuple(s)) for x, s in zip(flat, shapes)]
     if sparse:
         return tuple(out)
-    full_shape = tuple(max(s[k] for s in shapes) for k in range(nd))
+    full_shape = [x.shape[0] for x in flat]
+    if indexing == "xy" and nd > 1:
+        full_shape[0], full_shape[1] = full_shape[1], full_shape[0]
+    full_shape = tuple(full_shape)
     return tuple(broadcast_to(x, full_shape) for x in out)
