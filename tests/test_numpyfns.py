@@ -54,3 +54,7 @@ def test_numpyfns_cases(n):
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_fft_cases(n):
     assert run_workers("fft_cases", n, env=YIELD, timeout=900) >= 300
+
+
+def test_numpyfns_client_server():
+    assert run_workers("numpyfns_cs", 3, env=YIELD, timeout=600) >= 20
