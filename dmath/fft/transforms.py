@@ -114,6 +114,12 @@ def _local(x: torch.Tensor, steps: list[Step], norm: str) -> torch.Tensor:
     return x.resolve_conj()       # ihfft returns a lazily conjugated view: make it real data
 
 
+def _sharded(x: DArray, k: int) -> bool:
+    """Dim ``k`` is split over more than one rank (grid axes of size 1 count as whole)."""
+    axes = x.layout.dims[k].axes
+    return bool(axes) and x.grid.axes_size(axes) > 1
+
+
 def _move_off(x: DArray, axis: int, later: set) -> DArray:
     """``x`` with dim ``axis`` whole on every rank: its grid axes moved onto another
     dim (one that needs no later transform if any, the largest such)."""
@@ -171,9 +177,9 @@ def _execute(x: DArray, steps: list[Step], norm: str) -> DArray:
             k = i
             while k < len(steps) and steps[k].op == s.op:
                 k += 1
-            steps[i:k] = sorted(steps[i:k], key=lambda t: bool(x.layout.dims[t.axis].axes))
+            steps[i:k] = sorted(steps[i:k], key=lambda t: _sharded(x, t.axis))
             s = steps[i]
-        if x.layout.dims[s.axis].axes:
+        if _sharded(x, s.axis):
             if x.ndim == 1:
                 if s.op in C2C and (s.n is None or s.n == x.shape[0]) and _split(x.shape[0]):
                     x = _four_step(x, s, norm)
@@ -183,7 +189,7 @@ def _execute(x: DArray, steps: list[Step], norm: str) -> DArray:
             else:
                 x = _move_off(x, s.axis, {t.axis for t in steps[i:]})
         j = i
-        while j < len(steps) and not x.layout.dims[steps[j].axis].axes:
+        while j < len(steps) and not _sharded(x, steps[j].axis):
             j += 1
         local = _local(x.local, steps[i:j], norm)
         shape = list(x.shape)

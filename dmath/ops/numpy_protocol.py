@@ -8,8 +8,9 @@ found. ``out=`` must be one DArray: the result is written into it in place
 (``apply_into``: numpy's ``same_kind`` casting, shape checked first); a numpy
 ``out`` raises. ``dtype=`` casts the result. ``ufunc.reduce`` of add,
 multiply, maximum, minimum, logical_and/or maps to sum, prod, max, min,
-all, any (numpy's default ``axis=0``). Other methods (accumulate, outer,
-at...) raise TypeError.
+all, any (numpy's default ``axis=0``); ``np.add.at`` / ``np.subtract.at`` run
+``dmath.ops.counting.ufunc_at``. Other methods (accumulate, outer...) raise
+TypeError.
 
 numpy arrays (and lists) among the operands are converted with
 ``dmath.from_numpy`` into the layout of the first DArray operand (each of
@@ -21,10 +22,10 @@ scalars.
 
 ``__array_function__`` (``np.sum``, ``np.mean``, ``np.max``, ``np.reshape``,
 ``np.concatenate``, ``np.transpose``, ``np.dot``, ``np.where``,
-``np.linalg.norm``...): the dmath function of the same name (else an alias:
+``np.linalg.norm``, ``np.fft.fftn``...): the dmath function of the same name (else an alias:
 ``amax`` -> ``max``, ``dot`` -> ``matmul``...), looked up when called in ``dmath``
-(numpy.linalg functions: ``dmath.linalg`` first). A function dmath lacks
-raises TypeError naming it ("numpy function np.fft.fft is not supported on
+(numpy.linalg functions: ``dmath.linalg`` first; numpy.fft: ``dmath.fft``). A function dmath lacks
+raises TypeError naming it ("numpy function np.histogram is not supported on
 DArray; use A.to_numpy() explicitly") instead of gathering silently.
 ``np.asarray(A)`` / ``np.array(A)`` (``__array__``) remain the explicit
 conversion to host memory.
