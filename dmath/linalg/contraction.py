@@ -124,6 +124,10 @@ def parse(subscripts: str, ndims: list[int]) -> tuple[list[str], str]:
             raise ValueError(f"einsum: operand has {nd} dims but subscripts '{t}' name {len(t)}")
         letters.append(t)
     if arrow:
+        if ell_n and "..." not in out:
+            raise ValueError("output has more dimensions than subscripts given in einstein "
+                             "sum, but no '...' ellipsis provided to broadcast the extra "
+                             "dimensions.")
         if "..." in out:
             out = out.replace("...", ell)
         for c in out:

@@ -77,6 +77,9 @@ def _quantile(a: DArray, q, axis, method: str, keepdims: bool, name: str) -> DAr
     a = whole(check_array(a, name))
     if method not in METHODS:
         raise ValueError(f"'{method}' is not a valid method. Use one of: {METHODS}")
+    if a.dtype == torch.bool and method in ("linear", "midpoint"):
+        raise TypeError("numpy boolean subtract, the `-` operator, is not supported, use the "
+                        "bitwise_xor, the `^` operator, or the logical_xor function instead.")
     q = np.asarray(q, dtype=np.float64)
     if q.ndim > 1:
         raise ValueError(f"{name}: q must be a scalar or 1-D")
@@ -204,8 +207,11 @@ def cov(m: DArray, y: DArray | None = None, rowvar: bool = True, bias: bool = Fa
     if m.ndim > 2:
         raise ValueError("m has more than 2 dimensions")
     X = _atleast(m, 2)
-    if not rowvar and X.shape[0] != 1:
+    if not rowvar and m.ndim != 1:
         X = transpose(X)
+    if X.shape[0] == 0:
+        from .creation import empty
+        return empty((0, 0), dtype=_float_dtype(X.dtype), grid=X.grid)
     if y is not None:
         Y = _atleast(whole(check_array(y, "cov y")), 2)
         if not rowvar and Y.shape[0] != 1:

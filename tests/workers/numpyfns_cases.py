@@ -216,6 +216,37 @@ for grid in GRIDS:
                 same(Z, z, f"add.at DArray {tag}")
                 C.ok(2)
 
+    # the other dtypes: float32 (numpy's float32 results) and bool
+    for dt in (torch.float32, torch.bool):
+        nd = int(rng.integers(1, 4))
+        shape = rshape(nd, p, lo=1)
+        A, x, lay = array(shape, dt, grid)
+        tag = f"[{grid.shape} {shape} {lay} {dt}]"
+        ax = int(rng.integers(-nd, nd))
+        tol = 1e-5
+        for name in ("flip", "ravel", "nonzero", "argwhere", "count_nonzero", "unique"):
+            check(f"{name} {tag}", lambda: getattr(dmath, name)(A), lambda: getattr(np, name)(x))
+        check(f"roll {tag}", lambda: dmath.roll(A, 2, ax), lambda: np.roll(x, 2, ax))
+        check(f"tile {tag}", lambda: dmath.tile(A, 2), lambda: np.tile(x, 2))
+        check(f"pad {tag}", lambda: dmath.pad(A, 1, "symmetric"), lambda: np.pad(x, 1, "symmetric"))
+        check(f"repeat {tag}", lambda: dmath.repeat(A, 2, ax), lambda: np.repeat(x, 2, ax))
+        check(f"diff {tag}", lambda: dmath.diff(A, axis=ax), lambda: np.diff(x, axis=ax))
+        check(f"cumprod {tag}", lambda: dmath.cumprod(A, ax), lambda: np.cumprod(x, ax), tol)
+        check(f"median {tag}", lambda: dmath.median(A, ax), lambda: np.median(x, ax), tol)
+        check(f"percentile {tag}", lambda: dmath.percentile(A, [20, 70], ax),
+              lambda: np.percentile(x, [20, 70], ax), tol)
+        check(f"searchsorted {tag}", lambda: dmath.searchsorted(dmath.sort(dmath.ravel(A)), A),
+              lambda: np.searchsorted(np.sort(x.ravel()), x))
+        check(f"array_equal {tag}", lambda: dmath.array_equal(A, A), lambda: True)
+        if nd >= 2:
+            check(f"triu {tag}", lambda: dmath.triu(A), lambda: np.triu(x))
+            check(f"trace {tag}", lambda: dmath.trace(A), lambda: np.trace(x), tol)
+        if dt == torch.float32:
+            check(f"round {tag}", lambda: dmath.round(A / 7, 3), lambda: np.round(x / 7, 3), tol)
+            check(f"einsum {tag}", lambda: dmath.einsum("...->", A), lambda: np.einsum("...->", x))
+            check(f"einsum i... {tag}", lambda: dmath.einsum("i...->...", A),
+                  lambda: np.einsum("i...->...", x), tol)
+
     # 2-D statistics and contractions
     for trial in range(2):
         m, n, k = (int(rng.integers(1, 2 * p + 3)) for _ in range(3))
