@@ -137,9 +137,7 @@ def take(a: DArray, indices, axis: int | None = None, mode: str = "raise") -> DA
     axis = norm_axis(axis, a.ndim)
     idx = indices.to_numpy() if isinstance(indices, DArray) else np.asarray(indices)
     if idx.dtype.kind not in "iu" and idx.size:
-        raise TypeError("Cannot cast array data from dtype('float64') to dtype('int64') "
-                        "according to the rule 'safe'" if idx.dtype.kind == "f" else
-                        f"take: indices must be integers, not {idx.dtype}")
+        raise TypeError(f"take: indices must be integers, not {idx.dtype}")
     idx = idx.astype(np.int64)
     n = a.shape[axis]
     if mode == "wrap":
@@ -218,8 +216,9 @@ def pad(array: DArray, pad_width, mode: str = "constant", constant_values=0) -> 
                 if w and val != cv[0, 0]:
                     sl = slice(0, int(w)) if side == 0 else slice(shape[k] - int(w), None)
                     key = [slice(None)] * a.ndim
-                    for j in range(k):          # numpy pads dim j before dim k
-                        key[j] = slice(int(widths[j][0]), shape[j] - int(widths[j][1]))
+                    for j in range(k + 1, a.ndim):   # numpy pads dim by dim: a later
+                        key[j] = slice(int(widths[j][0]), shape[j] - int(widths[j][1]))  # dim's
+                    # value wins in the corners
                     key[k] = sl
                     setitem(out, tuple(key), val.item())
         if a.size:

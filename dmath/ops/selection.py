@@ -30,7 +30,7 @@ import operator
 import numpy as np
 import torch
 
-from ..array import DArray, Layout
+from ..array import DArray
 from ..runtime.dispatch import command
 from .creation import asarray
 from .elementwise import result_type
