@@ -74,6 +74,36 @@ from .array_api.dtypes import (bool, complex64, complex128, float32, float64, in
 __all__ += ["array_api", "bool", "can_cast", "complex64", "complex128", "finfo", "float32",
             "float64", "iinfo", "int8", "int16", "int32", "int64", "isdtype", "uint8"]
 
+# numpy's everyday functions beyond the array API standard, and the fft extension
+from .ops import NUMPY_EXTRAS as _EXTRAS
+from . import ops as _ops
+globals().update({_n: getattr(_ops, _n) for _n in _EXTRAS})
+from .linalg.contraction import einsum, inner, kron, outer
+from . import fft
+from math import inf, nan, pi, e
+newaxis = None
+__all__ += _EXTRAS + ["e", "einsum", "fft", "inf", "inner", "kron", "nan", "newaxis", "outer",
+                      "pi"]
+
+
+def _ufunc_at(op):
+    def at(a, indices, b=None):
+        """numpy's ufunc.at: unbuffered in-place ``a[indices] op= b`` (dmath.ops.counting)."""
+        return _ops.counting.ufunc_at(op, a, indices, b)
+    return at
+
+
+add.at = _ufunc_at("add")            # noqa: F821 - dmath.add.at(a, idx, b) as np.add.at
+subtract.at = _ufunc_at("subtract")  # noqa: F821
+
+
+def where(cond, x=None, y=None):
+    """numpy's where: ``x`` where ``cond`` else ``y`` (``ops.ufuncs.where``); ``where(cond)``
+    alone is ``nonzero(cond)``, a tuple of index arrays."""
+    if x is None and y is None:
+        return nonzero(cond)  # noqa: F821 - bound from ops above
+    return _ops.ufuncs.where(cond, x, y)
+
 from .ops import numpy_protocol as _numpy_protocol  # noqa: E402
 _numpy_protocol.set_namespace(_sys.modules[__name__])   # np.sum(A) finds dmath.sum: a hook
                                                         # from the top, no import running up

@@ -9,8 +9,9 @@ found. The ``dmath`` namespace is not imported from here (it is a layer above):
 (``apply_into``: numpy's ``same_kind`` casting, shape checked first); a numpy
 ``out`` raises. ``dtype=`` casts the result. ``ufunc.reduce`` of add,
 multiply, maximum, minimum, logical_and/or maps to sum, prod, max, min,
-all, any (numpy's default ``axis=0``). Other methods (accumulate, outer,
-at...) raise TypeError.
+all, any (numpy's default ``axis=0``); ``np.add.at`` / ``np.subtract.at`` run
+``dmath.ops.counting.ufunc_at``. Other methods (accumulate, outer...) raise
+TypeError.
 
 numpy arrays (and lists) among the operands are converted with
 ``dmath.from_numpy`` into the layout of the first DArray operand (each of
@@ -22,10 +23,10 @@ scalars.
 
 ``__array_function__`` (``np.sum``, ``np.mean``, ``np.max``, ``np.reshape``,
 ``np.concatenate``, ``np.transpose``, ``np.dot``, ``np.where``,
-``np.linalg.norm``...): the dmath function of the same name (else an alias:
+``np.linalg.norm``, ``np.fft.fftn``...): the dmath function of the same name (else an alias:
 ``amax`` -> ``max``, ``dot`` -> ``matmul``...), looked up when called in ``dmath``
-(numpy.linalg functions: ``dmath.linalg`` first). A function dmath lacks
-raises TypeError naming it ("numpy function np.fft.fft is not supported on
+(numpy.linalg functions: ``dmath.linalg`` first; numpy.fft: ``dmath.fft``). A function dmath lacks
+raises TypeError naming it ("numpy function np.histogram is not supported on
 DArray; use A.to_numpy() explicitly") instead of gathering silently.
 ``np.asarray(A)`` / ``np.array(A)`` (``__array__``) remain the explicit
 conversion to host memory.
@@ -92,6 +93,9 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
     name = UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
     if method == "reduce":
         return _reduce(ufunc, inputs, kwargs)
+    if method == "at" and not kwargs:                 # np.add.at(A, idx, b): counting.ufunc_at
+        from .counting import ufunc_at
+        return ufunc_at(ufunc.__name__, *inputs)
     if method != "__call__":
         raise TypeError(f"numpy ufunc method np.{ufunc.__name__}.{method} is not supported on "
                         "DArray; use A.to_numpy() explicitly")
@@ -180,6 +184,8 @@ def array_function(func, types, args: tuple, kwargs: dict) -> Any:
         fn = NUMPY_FIRST.get(name) or _find(name, dm) or _find(alias, dm) or SPECIAL.get(name)
     elif mod == "numpy.linalg":
         fn = _find(name, getattr(dm, "linalg", None), dm)
+    elif mod == "numpy.fft":                          # np.fft.fftn(A): dmath.fft
+        fn = _find(name, getattr(dm, "fft", None))
     else:
         fn = None
     if fn is None:

@@ -505,10 +505,7 @@ def clip(a: DArray, min=None, max=None) -> DArray:  # noqa: A002 - numpy's names
 @command
 def where(cond, x=None, y=None) -> DArray:
     """``x`` where ``cond`` else ``y``; ``x``, ``y`` may be scalars; numpy's dtype.
-    ``where(cond)`` alone is numpy's ``nonzero(cond)``: a tuple of index arrays."""
-    if x is None and y is None:
-        import importlib                # the namespace's nonzero (a layer above: at call time)
-        return importlib.import_module("dmath.array_api").nonzero(cond)
+    (``dmath.where(cond)`` alone is numpy's ``nonzero(cond)``: see ``dmath/__init__``.)"""
     if x is None or y is None:
         raise ValueError("where: give both x and y, or neither")
     if not isinstance(cond, DArray):
