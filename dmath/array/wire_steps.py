@@ -29,7 +29,7 @@ import math
 import torch
 
 from ..runtime.memory import empty_like_device
-from . import exchange
+from . import exchange as a2a
 from .wire import Cast, Format, agreed, for_dtype
 
 
@@ -52,12 +52,12 @@ def alltoall(step, local: torch.Tensor, fmt: Format) -> torch.Tensor:
     pre, world = step._pre, step.grid.world
     dtype, dev = local.dtype, local.device
     out = empty_like_device(step.out_shape, dtype, dev)
-    sends, n_send = exchange._stage(pre.sends, lambda b: False)
-    recvs, n_recv = exchange._stage(pre.recvs, lambda b: False)
+    sends, n_send = a2a._stage(pre.sends, lambda b: False)
+    recvs, n_recv = a2a._stage(pre.recvs, lambda b: False)
     fused = isinstance(fmt, Cast)
     # pack (converting on the way for an elementwise format)
     sendbuf = empty_like_device(n_send, fmt.dtype if fused else dtype, dev)
-    exchange._pack_into(sends, local, sendbuf)
+    a2a._pack_into(sends, local, sendbuf)
     if fused:
         wire_send, bsend = sendbuf.view(torch.uint8), [c * fmt.item for c in step.send_counts]
         brecv = [c * fmt.item for c in step.recv_counts]
@@ -66,9 +66,9 @@ def alltoall(step, local: torch.Tensor, fmt: Format) -> torch.Tensor:
         brecv = [fmt.nbytes(c) for c in step.recv_counts]
     got = world.alltoallv(wire_send, bsend, brecv)
     recvbuf = got.view(fmt.dtype) if fused else fmt.decode_segments(got, step.recv_counts, dtype)
-    exchange._unpack_from(recvs, recvbuf, out)       # (converting back on the way)
+    a2a._unpack_from(recvs, recvbuf, out)       # (converting back on the way)
     if step.self_copy is not None:
-        exchange.copy(pre.self_prog, out, step.self_copy[1], fmt.roundtrip(local),
+        a2a.copy(pre.self_prog, out, step.self_copy[1], fmt.roundtrip(local),
                       step.self_copy[0])
     return out
 
@@ -138,4 +138,20 @@ def reduce_finish(comm, started, counts, fmt, scatter, dtype):
     return red.to(dtype)
 
 
-__all__ = ["allgather", "alltoall", "execute", "reduce"]
+
+
+
+# -- point to point (halos) --------------------------------------------------------------------
+def exchange(comm, sends: dict, recvs: dict, dtype: torch.dtype, device, fmt) -> dict:
+    """``Comm.exchange`` with the slabs moved as ``fmt`` bytes (``fmt`` None, or a dtype
+    it does not compress: as they are). Every rank of ``comm`` calls it (float16's range
+    is agreed over ``comm``). Returns {peer: flat decoded tensor}."""
+    fmt = for_dtype(fmt, dtype)
+    if fmt is not None:
+        fmt = agreed(fmt, comm, list(sends.values()))
+    if fmt is None:
+        return comm.exchange(sends, recvs, dtype, device)
+    enc = {q: fmt.encode(t.contiguous().view(-1)) for q, t in sends.items()}
+    got = comm.exchange(enc, {q: fmt.nbytes(n) for q, n in recvs.items()}, torch.uint8, device)
+    return {q: fmt.decode(b, recvs[q], dtype) for q, b in got.items()}
+__all__ = ["allgather", "alltoall", "exchange", "execute", "reduce"]
