@@ -25,7 +25,8 @@ transfer (one small all-gather), so every rank raises or falls back together.
 ``using(fmt)`` (also ``dmath.wire(fmt)``) is a context manager: transfers in
 the block that are not given a wire explicitly use ``fmt``; ``current()`` reads
 it. Encoded segments are padded to 8 bytes, so segments of an all-to-all stay
-aligned.
+aligned
+(int8 blocks; the 2-byte formats need no padding).
 """
 from __future__ import annotations
 
@@ -138,12 +139,10 @@ class Cast(Format):
         return torch.empty(0, dtype=self.dtype).element_size()
 
     def nbytes(self, n: int) -> int:
-        return _pad(n * self.item)
+        return n * self.item            # 2-byte elements: segments stay aligned unpadded
 
     def encode(self, x):
-        out = torch.empty(self.nbytes(x.numel()), dtype=torch.uint8, device=x.device)
-        out[: x.numel() * self.item].view(self.dtype).copy_(x.reshape(-1))
-        return out
+        return x.reshape(-1).to(self.dtype).view(torch.uint8)
 
     def decode(self, buf, n, dtype):
         return buf[: n * self.item].view(self.dtype).to(dtype)
@@ -152,15 +151,11 @@ class Cast(Format):
         return x.to(self.dtype).to(x.dtype)
 
     def encode_segments(self, flat, counts):
-        if all(c * self.item % ALIGN == 0 for c in counts):   # no padding: one cast
-            return flat.to(self.dtype).view(torch.uint8), [c * self.item for c in counts]
-        return super().encode_segments(flat, counts)
+        return flat.to(self.dtype).view(torch.uint8), [c * self.item for c in counts]
 
     def decode_segments(self, buf, counts, dtype, out=None):
-        if all(c * self.item % ALIGN == 0 for c in counts):
-            w = buf.view(self.dtype)
-            return w.to(dtype) if out is None else out.copy_(w)
-        return super().decode_segments(buf, counts, dtype, out)
+        w = buf.view(self.dtype)
+        return w.to(dtype) if out is None else out.copy_(w)
 
     def overflows(self, x):
         if self.dtype != torch.float16 or x.dtype == torch.float16 or x.numel() == 0:
