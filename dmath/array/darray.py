@@ -280,14 +280,23 @@ class DArray:
         return out
 
     def _redistribute_wire(self, layout, grid, method, fmt) -> "DArray":
-        """``redistribute`` with moved data compressed (not cached: lossy)."""
-        steps, dst, _ = self._plan_move(layout, grid, method)
+        """``redistribute`` with moved data compressed (replicating copies cached
+        under the wire format too: a lossy copy never answers a full-precision call)."""
+        steps, dst, most = self._plan_move(layout, grid, method)
         if not steps:
             return self
+        if most:
+            hit = caching.LAYOUTS.get(self, (dst, grid, fmt))
+            if hit is not None:
+                return hit
         local = _wire_steps.execute(steps, self._local, fmt)
         if _same_storage(local, self._local):
             local = local.clone()
-        return DArray(local, self.shape, dst, grid)
+        out = DArray(local, self.shape, dst, grid)
+        if most:
+            out._cached = True
+            caching.LAYOUTS.put(self, (dst, grid, fmt), out, most * out._local.element_size())
+        return out
 
     def astype(self, dtype, copy: bool = True) -> "DArray":
         """Same layout, each local element cast to ``dtype`` (no communication;
