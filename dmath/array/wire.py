@@ -191,25 +191,30 @@ class Int8Block(Format):
         return _pad(4 * math.ceil(n / self.block)) + _pad(n)
 
     def _blocks(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` as (blocks, block) in float32 (float64 stays), zero-padded: a view
+        when no copy is needed."""
         n = x.numel()
         nb = math.ceil(n / self.block)
         wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+        flat = x.reshape(-1)
+        if n == nb * self.block and flat.dtype == wide:
+            return flat.view(nb, self.block)
         xb = torch.zeros(nb * self.block, dtype=wide, device=x.device)
-        xb[:n] = x.reshape(-1)
+        xb[:n] = flat
         return xb.view(nb, self.block)
 
     def encode(self, x):
         n = x.numel()
         xb = self._blocks(x)
         nb = xb.shape[0]
-        scale = (xb.abs().amax(1) / 127.0).to(torch.float32)
-        inv = torch.where(scale > 0, 1.0 / scale.to(xb.dtype), torch.zeros((), dtype=xb.dtype,
-                                                                           device=x.device))
-        q = torch.round(xb * inv[:, None]).clamp_(-127, 127).to(torch.int8).view(-1)[:n]
+        lo, hi = torch.aminmax(xb, dim=1)                   # no |x| temporary
+        scale = (torch.maximum(hi, lo.neg()) / 127.0).to(torch.float32)
+        inv = torch.reciprocal(scale.to(xb.dtype)).nan_to_num_(0.0, 0.0, 0.0)
+        t = torch.mul(xb, inv[:, None]).round_().clamp_(-127, 127)
         out = torch.zeros(self.nbytes(n), dtype=torch.uint8, device=x.device)
         s_end = _pad(4 * nb)
         out[: 4 * nb].view(torch.float32).copy_(scale)
-        out[s_end: s_end + n].view(torch.int8).copy_(q)
+        out[s_end: s_end + n].view(torch.int8).copy_(t.view(-1)[:n])
         return out
 
     def decode(self, buf, n, dtype):
@@ -218,9 +223,13 @@ class Int8Block(Format):
         scale = buf[: 4 * nb].view(torch.float32)
         q = buf[s_end: s_end + n].view(torch.int8)
         wide = torch.float64 if dtype == torch.float64 else torch.float32
-        full = torch.zeros(nb * self.block, dtype=wide, device=buf.device)
-        full[:n] = q
-        return (full.view(nb, self.block) * scale.to(wide)[:, None]).view(-1)[:n].to(dtype)
+        if n == nb * self.block:
+            out = torch.mul(q.view(nb, self.block), scale.to(wide)[:, None]).view(-1)
+        else:
+            full = torch.zeros(nb * self.block, dtype=wide, device=buf.device)
+            full[:n] = q
+            out = full.view(nb, self.block).mul_(scale.to(wide)[:, None]).view(-1)[:n]
+        return out if out.dtype == dtype else out.to(dtype)
 
 
 def int8_block(block: int = 256) -> Int8Block:
