@@ -27,3 +27,8 @@ def test_training_with_compressed_gradients():
     assert n == 4
     line = next(l for l in out.splitlines() if l.startswith("ACCURACY"))
     print(line)
+
+
+def test_client_server():
+    """``dmath.wire`` blocks, ``wire=`` and the float16 overflow error in client-server mode."""
+    assert run_workers("wire_cs", 3, env=YIELD, timeout=300) >= 7
