@@ -265,7 +265,42 @@ def reducer():
         C.ok()
 
 
+def partial_and_errors():
+    """A partial source is summed in full precision, then moved compressed; bad
+    formats raise ValueError on every rank before anything moves."""
+    g = GRIDS[0]
+    x = rng.standard_normal((3 * world.size + 1, 5))
+    ax = g.names[-1]
+    parts = [rng.standard_normal(x.shape) for _ in range(g.axes_size((ax,)))]
+    want = sum(parts)
+    lay = Layout(g.names[0], None, partial=(ax,)).resolve(g, 2)
+    mine = parts[g.flat_coord((ax,))]
+    a = dmath.from_local(torch.from_numpy(np.ascontiguousarray(piece(mine, lay, g))),
+                         x.shape, lay, grid=g)
+    for fmt in (BF16, I8):
+        r = a.redistribute(Layout(), wire=fmt).local.numpy()
+        tol = (2 * fmt.bound if isinstance(fmt, wire.Cast) else 2 / 254) * np.abs(want).max()
+        assert np.abs(r - want).max() <= tol + 1e-12, (fmt, np.abs(r - want).max(), tol)
+        C.ok()
+    for bad in ("zip", torch.int8, 3):
+        try:
+            a.redistribute(Layout(), wire=bad)
+        except ValueError as e:
+            assert "wire format" in str(e), e
+            C.ok()
+        else:
+            raise AssertionError(f"wire={bad!r} accepted")
+    for bad in (0, -1, 2.5):
+        try:
+            wire.int8_block(bad)
+        except ValueError:
+            C.ok()
+        else:
+            raise AssertionError(f"block={bad!r} accepted")
+
+
 round_trips()
+partial_and_errors()
 fixed_transfers()
 context_default()
 overflow()
