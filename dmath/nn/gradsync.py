@@ -25,6 +25,10 @@ in the compressed type (``array.wire_steps.reduce``): each rank receives its
 chunk from every peer (all-to-all), sums the decoded values in float32, and
 (in allreduce mode) the summed chunks are all-gathered encoded. The error is
 two roundings to the format (docs/wire.md; tests measure it).
+``error_feedback=True`` adds to each bucket what its compression lost at the
+previous step (the sender's rounding error of the same bucket: same
+gradients in the same order), so the errors do not accumulate over steps
+(the rounding of the all-gathered sums is not fed back).
 """
 from __future__ import annotations
 
@@ -145,7 +149,7 @@ class GradReducer:
         return super().__new__(cls)
 
     def __init__(self, *, bucket_bytes: int = 4 << 20, mode: str = "allreduce",
-                 compress: torch.dtype | None = None):
+                 compress: torch.dtype | None = None, error_feedback: bool = False):
         if hasattr(self, "_open"):
             return                    # rank 0, client-server: made on every rank by __new__
         if mode not in MODES:
@@ -155,6 +159,8 @@ class GradReducer:
         except ValueError as e:
             raise ValueError(f"GradReducer compress: {e}") from None
         self.bucket_bytes, self.mode, self.compress = int(bucket_bytes), mode, fmt
+        self.error_feedback = bool(error_feedback)
+        self._residual: dict = {}      # bucket signature -> what compression lost last time
         self._open: dict = {}
         self._started: list[_Bucket] = []
         self._results: dict[int, DArray] = {}
@@ -227,11 +233,17 @@ class GradReducer:
         if not b.scatter:
             counts = [int(s) for s in dim_map(flat.numel(), comm.size, None).sizes]
         b.counts = counts
+        sig = (tuple((i, tuple(g.local.shape)) for i, g in b.items), b.scatter)
+        if fmt is not None and self.error_feedback:
+            res = self._residual.get(sig)
+            flat = flat + res if res is not None else flat
         if fmt is None:
             b.pending = _iallreduce(comm, flat) if not b.scatter else \
                 _ireduce_scatter(comm, flat, counts)
         else:                    # encoded chunks all-to-all, decoded and summed in float32
             enc, bsend, brecv = wire_steps.reduce_start(comm, flat, counts, fmt)
+            if self.error_feedback:        # what the receivers will decode, subtracted
+                self._residual[sig] = flat - fmt.decode_segments(enc, counts, flat.dtype)
             b.pending = _ialltoall(comm, enc, bsend, brecv)
             b.pending.then = lambda t: wire_steps.reduce_sum(comm, t, counts, fmt, b.dtype)
         self._started.append(b)

@@ -259,6 +259,26 @@ def reducer():
                         np.abs(want).max() / 254
                 assert np.abs(full - want).max() <= tol, (compress, mode, np.abs(full - want).max(), tol)
             C.ok()
+    # error feedback: over T steps of the same gradient the summed results stay within
+    # one step's error of T x the true sum (without it the rounding bias accumulates)
+    coarse = wire.int8_block(256)
+    T = 12
+    errs = {}
+    for ef in (False, True):
+        r = GradReducer(compress=coarse, error_feedback=ef)
+        acc = 0.0
+        for _ in range(T):
+            r.add(dmath.from_local(mine.clone(), total.shape, lay, grid=g))
+            acc = acc + r.wait()[0].redistribute(Layout(), wire=None).local.double().numpy()
+        errs[ef] = np.abs(acc - T * total).max()
+    one = 2 * sum(np.abs(p).max() for p in parts) / 254 * world.size + np.abs(total).max() / 254
+    assert errs[True] <= (T * 0.5 + 2) * one, (errs, one)
+    if world.size > 1:
+        assert errs[True] < errs[False], errs
+        if world.rank == 0:
+            print(f"error feedback, {T} steps on {world.size} ranks: max error of the sum "
+                  f"{errs[False]:.3g} without, {errs[True]:.3g} with", flush=True)
+    C.ok()
     try:
         GradReducer(compress="zip")
     except ValueError:
