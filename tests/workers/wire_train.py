@@ -31,7 +31,7 @@ def synthetic(n, templates):
 
 
 if len(sys.argv) > 1:
-    from dmath.train.data import load_idx    # pragma: no cover - only with the data set
+    from dmath.train.data import open_array as load_idx    # only with the data set
     d = sys.argv[1]
     X_all = load_idx(f"{d}/train-images-idx3-ubyte")[:2048, 8:20, 8:20]
     Y_all = load_idx(f"{d}/train-labels-idx1-ubyte")[:2048].astype(np.int64)
