@@ -4,6 +4,12 @@
     python benchmarks/gemm.py --quick          # smaller n, fewer repeats
     python benchmarks/gemm.py --gpu            # 1 rank, n=8192: dmath.matmul vs torch.matmul
     python benchmarks/gemm.py --gpu --ranks 4  # + 2..4 ranks sharing the GPU (staged transport)
+    python benchmarks/gemm.py --wire bf16,int8 --ranks 4 --n 2048   # wire-format rows
+
+``--wire``: for each algorithm (and auto) and each wire format, the bytes the
+busiest rank sends (``dmath.comm_stats``), the time against full precision
+(median of per-round ratios, rounds interleaved: the machine may be loaded)
+and the relative error of C (max |C - C_full| / max |C_full|).
 
 CPU part, all in one run with the same environment: n=4096 float32/float64;
 numpy (2 threads), torch (2 threads), dmath on 2 ranks x 1 thread (auto and
@@ -132,6 +138,82 @@ def worker_heat(args) -> None:
             out[f"{dt}/split{sa}{sb}"] = entry(args.n, t, c, min(comm.size, os.cpu_count() or 1))
     if comm.rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
+
+
+def worker_wire(args) -> None:
+    import numpy as np
+    import torch
+
+    import dmath
+    from dmath.array import wire
+    dmath.init(mode="spmd")
+    world = dmath.context().world
+    n, dt = args.n, args.dtypes.split(",")[0]
+    A = dmath.random.normal((n, n), seed=1, dtype=dt, layout=dmath.block_2d())
+    B = dmath.random.normal((n, n), seed=2, dtype=dt, layout=dmath.block_2d())
+    fmts = [None] + [wire.as_format(w) for w in args.wire.split(",")]
+    algs = ["auto"] + (args.algorithms.split(",") if args.algorithms else
+                       ["summa", "replicate_b", "stationary_a", "summa25d"])
+    out = []
+    for alg in algs:
+        try:
+            dmath.linalg.explain(A, B, algorithm=alg)
+        except ValueError:
+            continue
+        ref = dmath.matmul(A, B, algorithm=alg, wire=None).local.double()
+        rmax = max(world.allgather_obj(float(ref.abs().max())))
+        times = {f: [] for f in fmts}
+        sent, err, choice = {}, {}, {}
+        for f in fmts:
+            A.touch()          # no cached replica answers: the bytes of a cold product
+            B.touch()
+            before = dmath.comm_stats.snapshot()["bytes_sent"]
+            C = dmath.matmul(A, B, algorithm=alg, wire=f)
+            after = dmath.comm_stats.snapshot()["bytes_sent"]
+            sent[f] = max(world.allgather_obj(sum(v - before.get(k, 0) for k, v in after.items())))
+            err[f] = max(world.allgather_obj(float((C.local.double() - ref).abs().max()))) / rmax
+            choice[f] = dmath.linalg.explain(A, B, algorithm=alg, wire=f).choice.algorithm
+        for r in range(args.repeats):
+            for f in fmts[r % len(fmts):] + fmts[:r % len(fmts)]:
+                A.touch()
+                B.touch()
+                world.barrier()
+                t0 = time.perf_counter()
+                dmath.matmul(A, B, algorithm=alg, wire=f)
+                times[f].append(max(world.allgather_obj(time.perf_counter() - t0)))
+        full = np.array(times[None])
+        for f in fmts[1:]:
+            ratio = full / np.array(times[f])
+            out.append(dict(alg=alg, choice=choice[f], choice_full=choice[None], fmt=f.name,
+                            mb_full=sent[None] / 2**20, mb=sent[f] / 2**20,
+                            t_full=float(np.median(full)), t=float(np.median(times[f])),
+                            speedup=[float(x) for x in np.percentile(ratio, [50, 25, 75])],
+                            err=err[f]))
+    if world.rank == 0:
+        print("RESULT " + json.dumps({"rows": out, "n": n, "dtype": dt, "p": world.size}),
+              flush=True)
+
+
+def wire_rows(args) -> None:
+    ranks = args.ranks or 4
+    argv = [__file__, "--worker", "wire", "--n", str(args.n or 1024), "--repeats",
+            str(args.repeats or 5), "--dtypes", args.dtypes.split(",")[0], "--wire", args.wire]
+    if args.algorithms:
+        argv += ["--algorithms", args.algorithms]
+    load = os.getloadavg()[0]
+    res = mpirun(ranks, argv)
+    print(f"{res['p']} ranks, {res['n']}x{res['n']} {res['dtype']}, load {load:.1f}")
+    print("| algorithm (auto's choice) | wire | MiB sent full | MiB sent wire | bytes ratio "
+          "| full s | wire s | speed-up (quartiles) | rel. error of C |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|")
+    for r in res["rows"]:
+        name = r["alg"] if r["alg"] != "auto" else f"auto ({r['choice_full']} -> {r['choice']})"
+        sp = r["speedup"]
+        print(f"| {name} | {r['fmt']} | {r['mb_full']:.1f} | {r['mb']:.1f} "
+              f"| {r['mb_full'] / max(r['mb'], 1e-9):.2f}x | {r['t_full']:.3f} | {r['t']:.3f} "
+              f"| {sp[0]:.2f} ({sp[1]:.2f}-{sp[2]:.2f}) | {r['err']:.1e} |")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "gemm_wire.json").write_text(json.dumps(res, indent=1))
 
 
 # -- driver ----------------------------------------------------------------------------------
@@ -519,7 +601,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 2)")
     ap.add_argument("--docs-only", action="store_true",
                     help="redo table, plot and docs section from benchmarks/out/gemm_cpu.json")
-    ap.add_argument("--worker", choices=["dmath", "heat", "gpu"])
+    ap.add_argument("--worker", choices=["dmath", "heat", "gpu", "wire"])
+    ap.add_argument("--wire", default=None, help="wire formats to compare (bf16,fp16,int8)")
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--dtypes", default="float32,float64")
@@ -527,7 +610,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         args.repeats = args.repeats or 3
-        {"dmath": worker_dmath, "heat": worker_heat, "gpu": worker_gpu}[args.worker](args)
+        {"dmath": worker_dmath, "heat": worker_heat, "gpu": worker_gpu,
+         "wire": worker_wire}[args.worker](args)
+    elif args.wire:
+        wire_rows(args)
     elif args.docs_only:      # re-render table, plot and docs from the last run's JSON
         res = json.loads((OUT / "gemm_cpu.json").read_text())
         for kind in ("strong", "weak"):

@@ -17,6 +17,13 @@ All-to-all rows are also timed on the MPI path (``DMATH_HOST_ALLTOALL=mpi``,
 what runs between hosts). GB/s counts the bytes the busiest rank sends to (or
 receives from) other ranks. The table goes to stdout and, unless ``--no-doc``,
 to a section of docs/performance.md.
+
+``--wire bf16,fp16,int8`` measures instead the wire formats (``dmath.wire``):
+per transition and format, the bytes the busiest rank sends (as
+``dmath.comm_stats`` counts them) and the time of ``redistribute(L, wire=fmt)``
+against full precision on the default path and on the MPI path (what runs
+between hosts), interleaved; ratios are medians of per-run ratios with
+quartiles (the machine may be loaded: compare ratios, not times).
 """
 from __future__ import annotations
 
@@ -32,6 +39,8 @@ from _common import DOC, ROOT, relaunch, under_mpi, write_section
 
 PATH_VAR = "DMATH_HOST_ALLTOALL"
 BEGIN = "<!-- benchmarks/redistribute.py: begin -->"
+WBEGIN = "<!-- benchmarks/redistribute.py --wire: begin -->"
+WEND = "<!-- benchmarks/redistribute.py --wire: end -->"
 END = "<!-- benchmarks/redistribute.py: end -->"
 
 
@@ -42,6 +51,9 @@ def _parse(argv):
     p.add_argument("--repeat", type=int, default=15, help="timed runs per figure (default 15)")
     p.add_argument("--dtype", default="float64", help="float64, float32, bfloat16, float16")
     p.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md")
+    p.add_argument("--wire", default=None,
+                   help="comma list of wire formats to compare with full precision "
+                        "(bf16, fp16, int8); default: the raw-MPI comparison")
     return p.parse_args(argv)
 
 
@@ -163,6 +175,64 @@ def _measure(dmath, args):
     return rows
 
 
+def _sent(fn, comm, MPI) -> int:
+    """Bytes the busiest rank sends to others in one call of ``fn``."""
+    import dmath
+    before = dmath.comm_stats.snapshot()["bytes_sent"]
+    fn()
+    after = dmath.comm_stats.snapshot()["bytes_sent"]
+    mine = sum(v - before.get(k, 0) for k, v in after.items())
+    return comm.allreduce(mine, op=MPI.MAX)
+
+
+def _measure_wire(dmath, args):
+    import torch
+    from dmath.array import wire
+    from dmath.runtime.mpi import MPI
+    grid = dmath.default_grid()
+    comm = grid.world.mpi
+    dtype = getattr(torch, args.dtype)
+    shape = (args.n, args.n)
+    fmts = [wire.as_format(w) for w in args.wire.split(",")]
+    rows = []
+    for name, src, dst, kind in _transitions(dmath):
+        src, dst = src.resolve(grid, 2), dst.resolve(grid, 2)
+        A = dmath.random.normal(shape, seed=0, layout=src).astype(dtype)
+        runs = {"full": lambda A=A, dst=dst: A.redistribute(dst, wire=None)}
+        runs["full-mpi"] = _with_path("mpi", runs["full"])
+        for f in fmts:
+            runs[f.name] = lambda A=A, dst=dst, f=f: A.redistribute(dst, wire=f)
+        sent = {k: _sent(runs[k], comm, MPI) for k in runs}      # also warms up
+        times = {k: [] for k in runs}
+        order = list(runs)
+        for i in range(args.repeat):
+            for k in order[i % len(order):] + order[:i % len(order)]:
+                times[k].append(_time(runs[k], comm, MPI, A.touch))
+        t = {k: np.array(v) for k, v in times.items()}
+        for f in fmts:
+            _, sp = _stats(t["full"], t[f.name])
+            _, sp_mpi = _stats(t["full-mpi"], t[f.name])
+            rows.append(dict(name=name, fmt=f.name, mb_full=sent["full"] / 2**20,
+                             mb=sent[f.name] / 2**20,
+                             t_full=float(np.median(t["full"])) * 1e3,
+                             t_mpi=float(np.median(t["full-mpi"])) * 1e3,
+                             t_wire=float(np.median(t[f.name])) * 1e3, sp=sp, sp_mpi=sp_mpi))
+        del A
+    return rows
+
+
+def _wire_table(rows) -> str:
+    lines = ["| transition | wire | MiB sent full | MiB sent wire | bytes ratio | full ms "
+             "| full ms, MPI path | wire ms | speed-up vs full | vs full MPI path |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        ratio = r["mb_full"] / r["mb"] if r["mb"] else float("nan")
+        lines.append(f"| {r['name']} | {r['fmt']} | {r['mb_full']:.1f} | {r['mb']:.1f} "
+                     f"| {ratio:.2f}x | {r['t_full']:.1f} | {r['t_mpi']:.1f} | {r['t_wire']:.1f} "
+                     f"| {_ratio(r['sp'])} | {_ratio(r['sp_mpi'])} |")
+    return "\n".join(lines)
+
+
 # -- reporting ---------------------------------------------------------------------
 def _ratio(r) -> str:
     return f"{r[0]:.2f} ({r[1]:.2f}-{r[2]:.2f})"
@@ -221,6 +291,25 @@ def main(argv=None) -> int:
     dmath.init(mode="spmd")
     grid = dmath.default_grid()
     load = os.getloadavg()[0]
+    if args.wire:
+        rows = _measure_wire(dmath, args)
+        if grid.rank == 0:
+            print(f"{grid.size} ranks on {grid!r}, {args.n}x{args.n} {args.dtype}, median of "
+                  f"{args.repeat}, load {load:.1f} / {os.getloadavg()[0]:.1f}")
+            table = _wire_table(rows)
+            print(table)
+            if not args.no_doc:
+                cmd = (f"python benchmarks/redistribute.py --ranks {args.ranks} --n {args.n} "
+                       f"--repeat {args.repeat} --dtype {args.dtype} --wire {args.wire}")
+                write_section("\n".join([
+                    WBEGIN, "## Wire formats in redistributions (`--wire`)", "",
+                    f"`{cmd}` — {grid.size} ranks on one host ({os.cpu_count()} cores, shared "
+                    f"with other jobs: load {load:.1f}), {time.strftime('%Y-%m-%d')}. Bytes: "
+                    "sent by the busiest rank (`dmath.comm_stats`). Speed-up: median of per-run "
+                    "full / wire time (quartiles); \"MPI path\" is full precision on the path "
+                    "used between hosts. See docs/wire.md.", "", table, WEND]), WBEGIN, WEND)
+                print(f"written to {DOC.relative_to(ROOT)}")
+        return 0
     rows = _measure(dmath, args)
     args.load = (load, os.getloadavg()[0])
     if grid.rank == 0:

@@ -30,6 +30,8 @@ from .dtypes import as_dtype, to_numpy_dtype
 from .layout import Layout
 from .redistribute import LocalSlice, ZeroPartial, execute, plan
 from .shards import dim_maps, global_indices, is_primary, local_shape
+from . import wire as _wire
+from . import wire_steps as _wire_steps
 
 OPERATORS: dict[str, Callable] = CommandTable("dmath.operator")
 _MOVES = PlanCache("redistribute")   # (shape, layout, grid, target, grid, method) -> plan   # values become commands
@@ -235,14 +237,21 @@ class DArray:
         return steps, dst, most if cached else 0
 
     @command
-    def redistribute(self, layout: Layout, grid=None, method: str = "auto") -> "DArray":
+    def redistribute(self, layout: Layout, grid=None, method: str = "auto",
+                     wire="auto") -> "DArray":
         """This array in ``layout`` (on ``grid``, default: the same grid).
 
         Returns ``self`` when nothing changes; otherwise a new array (the old
         one is untouched). Replicating copies (e.g. to ``replicated()``) are
         cached until this array changes, so the result may be shared: do not
-        write it in place (copy it first)."""
+        write it in place (copy it first). ``wire``: the format moved data
+        travels in (``dmath.bfloat16``, ``dmath.float16``,
+        ``dmath.wire.int8_block()``; "auto": the ``dmath.wire`` block's, None:
+        full precision); the result keeps this array's dtype (``array/wire.py``)."""
         grid = self.grid if grid is None else grid
+        fmt = _wire.for_dtype(_wire.resolve(wire), self.dtype)
+        if fmt is not None:
+            return self._redistribute_wire(layout, grid, method, fmt)
         key = (self.shape, self.layout, self.grid, layout, grid, method)
         p = _MOVES.get(key) if type(layout) is Layout else None
         if p is None:
@@ -272,6 +281,25 @@ class DArray:
         if most:
             out._cached = True
             caching.LAYOUTS.put(self, (dst, grid), out, most * out._local.element_size())
+        return out
+
+    def _redistribute_wire(self, layout, grid, method, fmt) -> "DArray":
+        """``redistribute`` with moved data compressed (replicating copies cached
+        under the wire format too: a lossy copy never answers a full-precision call)."""
+        steps, dst, most = self._plan_move(layout, grid, method)
+        if not steps:
+            return self
+        if most:
+            hit = caching.LAYOUTS.get(self, (dst, grid, fmt))
+            if hit is not None:
+                return hit
+        local = _wire_steps.execute(steps, self._local, fmt)
+        if _same_storage(local, self._local):
+            local = local.clone()
+        out = DArray(local, self.shape, dst, grid)
+        if most:
+            out._cached = True
+            caching.LAYOUTS.put(self, (dst, grid, fmt), out, most * out._local.element_size())
         return out
 
     def astype(self, dtype, copy: bool = True) -> "DArray":

@@ -52,8 +52,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--schedule", choices=["constant", "step", "cosine"], default=S,
                     help="per-step schedule (default cosine over the run, after --warmup)")
     ap.add_argument("--warmup", type=int, default=S, help="linear warm-up steps")
-    ap.add_argument("--compress", choices=["none", "bf16", "fp16"], default=S,
-                    help="send gradients in this dtype")
+    ap.add_argument("--compress", choices=["none", "bf16", "fp16", "int8"], default=S,
+                    help="send gradients in this wire format (docs/wire.md)")
     ap.add_argument("--accumulate", type=int, default=S, help="micro-batches per step")
     ap.add_argument("--seed", type=int, default=S)
     ap.add_argument("--limit", type=int, default=S, help="use only the first N training images")
@@ -151,7 +151,8 @@ def run(opts: dict) -> int:
         sched = train.StepLR(opt, max(1, len(loader) // opts["accumulate"]), 0.5)
     elif opts["warmup"]:
         sched = train.LinearLR(opt, 0.1, 1.0, opts["warmup"])
-    compress = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[opts["compress"]]
+    compress = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16,
+                "int8": "int8"}[opts["compress"]]
     trainer = train.Trainer(net, opt, schedule=sched, schedule_per="step",
                             precision=opts["precision"], compress=compress,
                             accumulate=opts["accumulate"], progress=opts["progress"],

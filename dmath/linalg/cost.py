@@ -69,10 +69,16 @@ class Problem:
     out_dtype: torch.dtype
     acc_dtype: torch.dtype
     out_layout: Layout
+    wire: object = None     # wire format of the operands' moves and panels (array/wire.py)
 
     @property
     def esize(self) -> int:
         return esize(self.in_dtype)
+
+    @property
+    def wire_esize(self) -> float:
+        """Bytes per operand element on the wire (``esize`` without compression)."""
+        return self.esize if self.wire is None else self.esize * self.wire.ratio(self.in_dtype)
 
     @property
     def acc_esize(self) -> int:
@@ -148,7 +154,7 @@ def redistribution(shape: tuple, src: Layout, src_grid, dst: Layout, dst_grid,
             busiest, msgs, ar, cp = sent, m, a, c
     if p > EXACT_RANKS:
         total *= p
-    return Traffic(total * esize, busiest * esize, msgs, ar * esize, cp * esize)
+    return Traffic(int(total * esize), int(busiest * esize), msgs, int(ar * esize), int(cp * esize))
 
 
 def local_elements(shape, layout: Layout, grid) -> int:
@@ -189,12 +195,21 @@ class Estimate:
 def finish(prob: Problem, mach: Machine, name: str, traffic: Traffic, hidden: Traffic,
            flops: int, memory: int, steps: list[str]) -> Estimate:
     """Estimate from the parts: ``hidden`` is pipelined traffic the GEMMs may hide."""
-    compute = flops / mach.flops(prob.in_dtype)
+    compute = flops / mach.flops(prob.in_dtype) + conversion(prob, mach, traffic + hidden)
     t = traffic.time(mach) + compute + (1.0 - mach.overlap) * hidden.time(mach)
     t = max(t, hidden.time(mach) + traffic.time(mach))
     tot = traffic + hidden
     return Estimate(name, t, tot.total, tot.busiest, memory, flops, tuple(steps),
                     memory <= mach.mem_bytes)
+
+
+def conversion(prob: Problem, mach: Machine, moved: Traffic) -> float:
+    """Seconds the busiest rank spends encoding and decoding its wire bytes: the
+    full-precision bytes behind them touched ``cost_per_element`` / 2 times each side."""
+    if prob.wire is None or not moved.busiest:
+        return 0.0
+    full = moved.busiest * prob.esize / prob.wire_esize
+    return mach.mem_beta * full * prob.wire.cost_per_element
 
 
 def esize(dtype: torch.dtype) -> int:

@@ -30,7 +30,7 @@ from functools import lru_cache
 
 import torch
 
-from ..array import DArray, Dim, Layout, as_dtype, local_shape
+from ..array import DArray, Dim, Layout, as_dtype, local_shape, wire as _wire
 from ..runtime.dispatch import command
 from ..runtime.plans import PlanCache
 from . import cost, replicate, stationary, summa, summa25d
@@ -74,6 +74,9 @@ class Plan:
                  f"gamma[{dt}] {mach.flops(p.in_dtype) / 1e9:.1f} GF/s per rank, "
                  f"overlap {mach.overlap:.1f}"
                  + ("" if mach.measured else "  (defaults: run `dmath tune` to measure)"),
+                 *([] if p.wire is None else [
+                     f"wire: operands and panels as {p.wire.name} ({p.wire_esize:.2f} B/element "
+                     f"vs {p.esize}; conversion priced)"]),
                  f"  {'algorithm':<13} {'predicted':>13} {'sent (all ranks)':>16} "
                  f"{'memory/rank':>15} {'flops/rank':>12}"]
         for c in self.candidates:
@@ -161,24 +164,25 @@ def _out_layout_2d(out_layout, grid, vec_a: bool, vec_b: bool, la, lb) -> Layout
 
 @lru_cache(maxsize=1024)
 def _problem(sa: tuple, la: Layout, ta, sb: tuple, lb: Layout, tb, grid, va: bool, vb: bool,
-             out_layout, out_dtype) -> cost.Problem:
+             out_layout, out_dtype, wire=None) -> cost.Problem:
     """The checked Problem of (matrix) operands described by shape, layout, dtype."""
     if sa[1] != sb[0]:
         raise ValueError(f"matmul: inner dimensions differ: A is {sa}, B is {sb}")
     out = result_dtype(ta, tb, out_dtype)
     ind = input_dtype(ta, tb, out)
     lay = _out_layout_2d(out_layout, grid, va, vb, la, lb)
-    return cost.Problem(sa[0], sa[1], sb[1], la, lb, grid, ind, out, acc_dtype(out), lay)
+    return cost.Problem(sa[0], sa[1], sb[1], la, lb, grid, ind, out, acc_dtype(out), lay,
+                        _wire.for_dtype(wire, ind))
 
 
-def _problem_of(A, B, out_layout, out_dtype) -> cost.Problem:
+def _problem_of(A, B, out_layout, out_dtype, wire=None) -> cost.Problem:
     sa, la, va = _matrix_meta(A, "left", "A")
     sb, lb, vb = _matrix_meta(B, "right", "B")
     if A.grid != B.grid:
         raise ValueError(f"matmul: A is on {A.grid!r} but B is on {B.grid!r}; "
                          "redistribute one onto the other's grid first")
     return _problem(sa, la, A.dtype, sb, lb, B.dtype, A.grid, va, vb, out_layout,
-                    None if out_dtype is None else as_dtype(out_dtype))
+                    None if out_dtype is None else as_dtype(out_dtype), wire)
 
 
 def problem(A, B, out_layout=None, out_dtype=None) -> tuple[cost.Problem, DArray, DArray, tuple]:
@@ -197,11 +201,12 @@ def _one_local_gemm(grid, algorithm: str) -> bool:
 
 # -- public ----------------------------------------------------------------------------
 def explain(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: str = "auto",
-            out_dtype=None) -> Plan:
+            out_dtype=None, wire="auto") -> Plan:
     """The plan ``matmul(A, B, ...)`` would run: each candidate's predicted time,
     bytes and memory, and the choice (print it)."""
     _check_algorithm(algorithm)
-    return _plan(_problem_of(A, B, out_layout, out_dtype), algorithm, cost.machine(A.device))
+    return _plan(_problem_of(A, B, out_layout, out_dtype, _wire.resolve(wire)), algorithm,
+                 cost.machine(A.device))
 
 
 class _Product:
@@ -210,9 +215,9 @@ class _Product:
 
     __slots__ = ("prob", "views", "variant", "name", "kwargs", "out")
 
-    def __init__(self, A: DArray, B: DArray, out_layout, algorithm: str, out_dtype):
+    def __init__(self, A: DArray, B: DArray, out_layout, algorithm: str, out_dtype, wire=None):
         _check_algorithm(algorithm)
-        prob = self.prob = _problem_of(A, B, out_layout, out_dtype)
+        prob = self.prob = _problem_of(A, B, out_layout, out_dtype, wire)
         grid = prob.grid
         # (shape, layout, local shape) of each operand seen as a matrix; None: as it is
         self.views = []
@@ -251,10 +256,12 @@ class _Product:
             C = DArray(local_gemm(A2._local, B2._local, dtype=prob.out_dtype), (prob.m, prob.n),
                        prob.out_layout, prob.grid)
         else:
-            C = self.variant.run(A2, B2, prob, self.name, **self.kwargs)
+            with _wire.scoped(prob.wire):          # operands and panels in the wire format
+                C = self.variant.run(A2, B2, prob, self.name, **self.kwargs)
             if not C.layout.partial:
                 C = C.astype(prob.out_dtype, copy=False)
-            C = C.redistribute(prob.out_layout, prob.grid).astype(prob.out_dtype, copy=False)
+            C = C.redistribute(prob.out_layout, prob.grid, wire=None).astype(prob.out_dtype,
+                                                                              copy=False)
         if self.out is None:
             return C
         shape, layout, local = self.out
@@ -282,30 +289,34 @@ def _matrix_view(x: DArray, view: tuple) -> DArray:
     return out
 
 
-def _product(A: DArray, B: DArray, out_layout, algorithm: str, out_dtype) -> _Product:
+def _product(A: DArray, B: DArray, out_layout, algorithm: str, out_dtype,
+             wire=None) -> _Product:
     if type(A) is not DArray or type(B) is not DArray:
-        return _Product(A, B, out_layout, algorithm, out_dtype)     # raises the TypeError
+        return _Product(A, B, out_layout, algorithm, out_dtype, wire)   # raises the TypeError
     key = (A.shape, A.layout, A._local.dtype, A.grid, B.shape, B.layout, B._local.dtype, B.grid,
-           out_layout, algorithm, out_dtype)
+           out_layout, algorithm, out_dtype, wire)
     try:
         p = _PRODUCTS.get(key)
     except TypeError:                     # an unhashable argument: checked (and refused) below
-        return _Product(A, B, out_layout, algorithm, out_dtype)
+        return _Product(A, B, out_layout, algorithm, out_dtype, wire)
     return p if p is not None else _PRODUCTS.put(key, _Product(A, B, out_layout, algorithm,
-                                                               out_dtype))
+                                                               out_dtype, wire))
 
 
 @command
 def matmul_2d(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: str = "auto",
-              out_dtype=None) -> DArray:
+              out_dtype=None, wire="auto") -> DArray:
     """C = A @ B for matrices (m x k, k x n) and vectors, any input layouts (the 2-D core
     of ``dmath.matmul``, which ``linalg.products`` extends to N-D operands).
 
     ``out_layout``: C's layout (default ``default_out_layout``); ``algorithm``:
     one of ``ALGORITHMS``; ``out_dtype``: e.g. float32 for half inputs
     (mixed precision: float32 accumulation and result). Planned once per
-    operand description (``_Product``)."""
-    return _product(A, B, out_layout, algorithm, out_dtype).run(A, B)
+    operand description (``_Product``). ``wire``: the format the operands' moves
+    and panels travel in (``dmath.bfloat16``, ``dmath.wire.int8_block()``, ...;
+    "auto": the ``dmath.wire`` block's); GEMMs and accumulation stay in the
+    operands' dtype (``docs/wire.md`` gives the error bounds)."""
+    return _product(A, B, out_layout, algorithm, out_dtype, _wire.resolve(wire)).run(A, B)
 
 
 def _gemm_args(args: tuple, given: dict) -> tuple:
@@ -330,7 +341,7 @@ def _gemm_args(args: tuple, given: dict) -> tuple:
 @command
 def gemm(*args, alpha: float | None = None, A: DArray | None = None, B: DArray | None = None,
          beta: float | None = None, C: DArray | None = None, trans_a: bool = False,
-         trans_b: bool = False, algorithm: str = "auto") -> DArray:
+         trans_b: bool = False, algorithm: str = "auto", wire="auto") -> DArray:
     """BLAS GEMM in place: C := alpha op(A) op(B) + beta C; returns C.
 
     Two call forms: BLAS order ``gemm(alpha, A, B, beta, C)`` and
@@ -362,7 +373,7 @@ def gemm(*args, alpha: float | None = None, A: DArray | None = None, B: DArray |
         out = C.local.clone(memory_format=torch.contiguous_format) if beta != 0 else None
         C.set_local(local_gemm(A2.local, B2.local, out, alpha=alpha, beta=beta, dtype=C.dtype))
         return C
-    T = matmul_2d(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.dtype)
+    T = matmul_2d(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.dtype, wire=wire)
     new = torch.mul(T.local, alpha)                  # T may be a shared (cached) copy
     if beta != 0:
         new = new.add_(C.local, alpha=beta)

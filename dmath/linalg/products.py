@@ -104,9 +104,9 @@ def _batched(A: DArray, B: DArray, out_layout, out_dtype) -> DArray:
 
 @command
 def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: str = "auto",
-           out_dtype=None) -> DArray:
+           out_dtype=None, wire="auto") -> DArray:
     """numpy's matmul: 1-D/2-D operands through the distributed GEMM (``algorithm``,
-    ``out_layout`` as ``dmath.linalg.matmul``); N-D operands as a batch of
+    ``out_layout``, ``wire`` as ``dmath.linalg.matmul``); N-D operands as a batch of
     matrices, leading dims broadcast (see the module docstring)."""
     if isinstance(A, DArray) and isinstance(B, DArray) and (A.ndim > 2 or B.ndim > 2):
         if A.ndim == 0 or B.ndim == 0:
@@ -115,7 +115,8 @@ def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: st
             raise ValueError(f"matmul: algorithm={algorithm!r} applies to 2-D products; "
                              f"batched products of {A.shape} @ {B.shape} run locally per batch")
         return _batched(A, B, out_layout, out_dtype)
-    return matmul_2d(A, B, out_layout=out_layout, algorithm=algorithm, out_dtype=out_dtype)
+    return matmul_2d(A, B, out_layout=out_layout, algorithm=algorithm, out_dtype=out_dtype,
+                     wire=wire)
 
 
 # -- tensordot ----------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def estimate(prob: cost.Problem, mach: cost.Machine, which: str) -> cost.Estimat
     small, keep = ((prob.k, prob.n), prob.lb), ((prob.m, prob.k), prob.la)
     if which == "replicate_a":
         small, keep = ((prob.m, prob.k), prob.la), ((prob.k, prob.n), prob.lb)
-    traffic = cost.redistribution(small[0], small[1], g, Layout(), g, e)
+    traffic = cost.redistribution(small[0], small[1], g, Layout(), g, prob.wire_esize)
     nat = natural_layout(prob, which)
     cshape = (prob.m, prob.n)
     c_esize = prob.acc_esize if nat.partial else cost.esize(prob.out_dtype)

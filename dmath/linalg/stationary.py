@@ -38,7 +38,7 @@ def natural_layout(prob: cost.Problem, which: str) -> Layout:
 def estimate(prob: cost.Problem, mach: cost.Machine, which: str) -> cost.Estimate:
     g = prob.grid
     shape, now, need = _moved(prob, which)
-    traffic = cost.redistribution(shape, now, g, need, g, prob.esize)
+    traffic = cost.redistribution(shape, now, g, need, g, prob.wire_esize)
     nat = natural_layout(prob, which)
     cshape = (prob.m, prob.n)
     c_esize = prob.acc_esize if nat.partial else cost.esize(prob.out_dtype)

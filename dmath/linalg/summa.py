@@ -17,13 +17,14 @@ buffering); a root whose panel is its whole block sends it in place. Traffic:
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 
-from ..array import DArray, Layout
+from ..array import DArray, Layout, wire
 from ..array.distribution import dim_map
-from . import cost
+from . import cost, wire_panels
 from ._async import ibcast
 from .kernels import local_gemm
 
@@ -78,28 +79,33 @@ def loop(A_loc: torch.Tensor, B_loc: torch.Tensor, C: torch.Tensor, todo, row_co
     bufA = [torch.empty(m_loc * wmax, dtype=dt, device=dev) for _ in range(2)] if row_comm.size > 1 else None
     bufB = [torch.empty(wmax * n_loc, dtype=dt, device=dev) for _ in range(2)] if col_comm.size > 1 else None
     posted: dict = {}
+    # compressed panels (wire_panels): encoded by the root, decoded by every rank
+    fmt = wire_panels.panel_format(wire.current(), dt, (row_comm, col_comm), (A_loc, B_loc))
+    send = ibcast if fmt is None else functools.partial(wire_panels.ibcast, fmt=fmt)
 
     def post(t: int) -> None:
         k0, k1, a_root, b_root = todo[t]
         w, slot = k1 - k0, t % 2
         if bufA is None:
             a, ha = A_loc[:, k0 - a_off: k1 - a_off], None
-        elif row_comm.rank == a_root and w == A_loc.shape[1]:
+        elif row_comm.rank == a_root and w == A_loc.shape[1] and fmt is None:
             a = A_loc                                          # whole local block: sent in place
             ha = ibcast(row_comm, a, a_root, slot=slot)
         else:
             a = bufA[slot][: m_loc * w].view(m_loc, w)
             if row_comm.rank == a_root:
                 a.copy_(A_loc[:, k0 - a_off: k1 - a_off])
-            ha = ibcast(row_comm, a, a_root, slot=slot)
+            ha = send(row_comm, a, a_root, slot=slot)
         if bufB is None:
             b, hb = B_loc[k0 - b_off: k1 - b_off], None
-        elif col_comm.rank == b_root:
+        elif col_comm.rank == b_root and fmt is None:
             b = B_loc[k0 - b_off: k1 - b_off]                  # contiguous rows: sent in place
             hb = ibcast(col_comm, b, b_root, slot=2 + slot)
         else:
             b = bufB[slot][: w * n_loc].view(w, n_loc)
-            hb = ibcast(col_comm, b, b_root, slot=2 + slot)
+            if col_comm.rank == b_root:
+                b.copy_(B_loc[k0 - b_off: k1 - b_off])
+            hb = send(col_comm, b, b_root, slot=2 + slot)
         posted[t] = (a, b, ha, hb)
 
     post(0)
@@ -120,11 +126,11 @@ def loop(A_loc: torch.Tensor, B_loc: torch.Tensor, C: torch.Tensor, todo, row_co
 def estimate(prob: cost.Problem, mach: cost.Machine, which: str = "summa") -> cost.Estimate | None:
     if applicable(prob):
         return None
-    g, e = prob.grid, prob.esize
+    g, e, ew = prob.grid, prob.esize, prob.wire_esize
     pr, pc = g.shape
     L = grid_layout(g)
-    traffic = cost.redistribution((prob.m, prob.k), prob.la, g, L, g, e) \
-        + cost.redistribution((prob.k, prob.n), prob.lb, g, L, g, e)
+    traffic = cost.redistribution((prob.m, prob.k), prob.la, g, L, g, ew) \
+        + cost.redistribution((prob.k, prob.n), prob.lb, g, L, g, ew)
     c_esize = cost.esize(prob.out_dtype)
     traffic = traffic + cost.redistribution((prob.m, prob.n), L, g, prob.out_layout, g, c_esize)
     mi, nj = cost.balanced_max(prob.m, pr), cost.balanced_max(prob.n, pc)
@@ -133,7 +139,7 @@ def estimate(prob: cost.Problem, mach: cost.Machine, which: str = "summa") -> co
     a_tot, _ = cost.panel_bcast([prob.m], prob.k, pc)
     b_tot, _ = cost.panel_bcast([prob.n], prob.k, pr)
     recv = (mi * (prob.k - prob.k // pc) if pc > 1 else 0) + (nj * (prob.k - prob.k // pr) if pr > 1 else 0)
-    hidden = cost.Traffic((a_tot + b_tot) * e, recv * e,
+    hidden = cost.Traffic(int((a_tot + b_tot) * ew), int(recv * ew),
                           len(todo) * ((pc > 1) + (pr > 1)) * cost._log2(max(pr, pc)))
     w = max((k1 - k0 for k0, k1, _, _ in todo), default=0)
     acc = cost.esize(prob.acc_dtype if len(todo) > 1 else prob.out_dtype)

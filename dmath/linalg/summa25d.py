@@ -20,10 +20,10 @@ import math
 
 import torch
 
-from ..array import DArray, Layout
+from ..array import DArray, Layout, wire
 from ..array.distribution import dim_map
 from ..runtime import Grid
-from . import cost
+from . import cost, wire_panels
 from .summa import loop, panel_width, panels
 
 NAMES = ("summa25d",)
@@ -53,12 +53,13 @@ def _todo(k: int, q: int, c: int, layer: int) -> list:
 
 
 def estimate_c(prob: cost.Problem, mach: cost.Machine, q: int, c: int) -> cost.Estimate:
-    g3, e = grid3(prob.grid, q, c), prob.esize
+    g3, e, ew = grid3(prob.grid, q, c), prob.esize, prob.wire_esize
     m, k, n = prob.m, prob.k, prob.n
-    traffic = cost.redistribution((m, k), prob.la, prob.grid, LA3, g3, e) \
-        + cost.redistribution((k, n), prob.lb, prob.grid, LB3, g3, e)
+    traffic = cost.redistribution((m, k), prob.la, prob.grid, LA3, g3, ew) \
+        + cost.redistribution((k, n), prob.lb, prob.grid, LB3, g3, ew)
     a3 = cost.local_elements((m, k), LA3, g3)
-    traffic = traffic + cost.Traffic(m * k * (c - 1) * e, a3 * (c - 1) * e, cost._log2(c))
+    traffic = traffic + cost.Traffic(int(m * k * (c - 1) * ew), int(a3 * (c - 1) * ew),
+                                     cost._log2(c))
     rows = cost.balanced_max(m, q * c) * c
     nj, kj = cost.balanced_max(n, q), cost.balanced_max(k, q)
     acc = prob.acc_esize
@@ -68,7 +69,7 @@ def estimate_c(prob: cost.Problem, mach: cost.Machine, q: int, c: int) -> cost.E
                                             cost.esize(prob.out_dtype))
     recv = (rows * (k - k // q) + nj * (k - k // q)) // c if q > 1 else 0
     todo = _todo(k, q, c, 0)
-    hidden = cost.Traffic((m * k + n * k) * (q - 1) * e, recv * e,
+    hidden = cost.Traffic(int((m * k + n * k) * (q - 1) * ew), int(recv * ew),
                           len(todo) * 2 * cost._log2(q) if q > 1 else 0)
     w = max((k1 - k0 for k0, k1, _, _ in todo), default=0)
     memory = (a3 + rows * kj + kj * nj + 2 * w * (rows + nj)) * e + rows * nj * acc \
@@ -115,7 +116,12 @@ def run(A: DArray, B: DArray, prob: cost.Problem, which: str = "summa25d",
     rmap = dim_map(m, q * c, None)
     row_sizes = [int(rmap.sizes[row * c + ly]) for ly in range(c)]
     ka = A3.local.shape[1]
-    A_rep = layers.allgatherv(A3.local.contiguous(), [s * ka for s in row_sizes]).view(sum(row_sizes), ka)
+    fmt = wire.for_dtype(wire.current(), A3.local.dtype)
+    if fmt is not None and layers.size > 1:      # A's replicas travel compressed too
+        fmt = wire_panels.panel_format(fmt, A3.local.dtype, (g3.world,), (A3.local,))
+    counts = [s * ka for s in row_sizes]
+    A_rep = (layers.allgatherv(A3.local.contiguous(), counts) if fmt is None else
+             wire_panels.allgatherv(layers, A3.local, counts, fmt)).view(sum(row_sizes), ka)
     B3 = B.redistribute(LB3, g3)                                # B[row,col], copies on every layer
     nj = B3.local.shape[1]
     C_l = torch.empty((sum(row_sizes), nj), dtype=prob.acc_dtype, device=A.device)

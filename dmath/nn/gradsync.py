@@ -19,12 +19,18 @@ Modes:
   gradient over the reduced axes (ZeRO-style sharded gradients; a gradient
   whose dim 0 is already sharded is all-reduced instead).
 
-``compress=torch.bfloat16`` (or float16) sends the gradients in that dtype:
-lossy compression, halving the bytes of float32 gradients. The sum itself
-is never taken in the compressed type: each rank receives its chunk from
-every peer (all-to-all), sums the decompressed values in float32, and (in
-allreduce mode) the summed chunks are all-gathered compressed. The error
-is two roundings to the compressed type (tests measure it).
+``compress=`` a wire format (``array/wire.py``: ``torch.bfloat16``,
+``torch.float16``, ``"int8"`` or ``dmath.wire.int8_block(block)``) sends the
+gradients in it: lossy compression, halving (bf16, fp16) or quartering
+(int8 blocks) the bytes of float32 gradients. The sum itself is never taken
+in the compressed type (``array.wire_steps.reduce``): each rank receives its
+chunk from every peer (all-to-all), sums the decoded values in float32, and
+(in allreduce mode) the summed chunks are all-gathered encoded. The error is
+two roundings to the format (docs/wire.md; tests measure it).
+``error_feedback=True`` adds to each bucket what its compression lost at the
+previous step (the sender's rounding error of the same bucket: same
+gradients in the same order), so the errors do not accumulate over steps
+(the rounding of the all-gathered sums is not fed back).
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..array import DArray, Dim
+from ..array import DArray, Dim, wire, wire_steps
 from ..array.distribution import dim_map
 from ..runtime import STATS, dispatch
 from ..runtime.dispatch import command, register_handle_type
@@ -128,6 +134,7 @@ class _Bucket:
     nbytes: int = 0
     counts: list = field(default_factory=list)  # elements per destination rank
     pending: _Pending | None = None
+    wire: object = None                 # the wire format this bucket travels in
 
 
 @register_handle_type
@@ -144,15 +151,19 @@ class GradReducer:
         return super().__new__(cls)
 
     def __init__(self, *, bucket_bytes: int = 4 << 20, mode: str = "allreduce",
-                 compress: torch.dtype | None = None, overlap: bool = True):
+                 compress: torch.dtype | None = None, overlap: bool = True,
+                 error_feedback: bool = False):
         if hasattr(self, "_open"):
             return                    # rank 0, client-server: made on every rank by __new__
         if mode not in MODES:
             raise ValueError(f"GradReducer mode must be one of {MODES}, got {mode!r}")
-        if compress is not None and compress not in _HALF:
-            raise ValueError(f"compress must be torch.bfloat16, torch.float16 or None, got "
-                             f"{compress}")
-        self.bucket_bytes, self.mode, self.compress = int(bucket_bytes), mode, compress
+        try:
+            fmt = wire.as_format(compress)
+        except ValueError as e:
+            raise ValueError(f"GradReducer compress: {e}") from None
+        self.bucket_bytes, self.mode, self.compress = int(bucket_bytes), mode, fmt
+        self.error_feedback = bool(error_feedback)
+        self._residual: dict = {}      # bucket signature -> what compression lost last time
         self.overlap = bool(overlap)
         self._open: dict = {}
         self._full: list[_Bucket] = []        # overlap off: full buckets held until wait()
@@ -221,31 +232,39 @@ class GradReducer:
 
     def _start(self, b: _Bucket) -> None:
         comm = b.grid.comm(b.axes)
-        wire = self.compress or (torch.float32 if b.dtype in _HALF else b.dtype)
+        fmt = wire.agreed(self.compress, comm, [g.local for _, g in b.items])
+        b.wire = fmt
+        dt = b.dtype if fmt is not None else torch.float32 if b.dtype in _HALF else b.dtype
         parts = [g.local.reshape(-1) for _, g in b.items]
         if b.scatter:
             chunks = self._chunks(b, comm.size)
             parts = [p.narrow(0, s, n) for r in range(comm.size)
                      for p, (s, n) in zip(parts, chunks[r])]
             counts = [sum(n for _, n in chunks[r]) for r in range(comm.size)]
-        flat = torch.cat(parts).to(wire) if len(parts) != 1 else parts[0].to(wire).contiguous()
+        flat = torch.cat(parts).to(dt) if len(parts) != 1 else parts[0].to(dt).contiguous()
         if not b.scatter:
             counts = [int(s) for s in dim_map(flat.numel(), comm.size, None).sizes]
         b.counts = counts
-        if self.compress is None:
+        sig = (tuple((i, tuple(g.local.shape)) for i, g in b.items), b.scatter)
+        if fmt is not None and self.error_feedback:
+            res = self._residual.get(sig)
+            flat = flat + res if res is not None else flat
+        if fmt is None:
             b.pending = _iallreduce(comm, flat) if not b.scatter else \
                 _ireduce_scatter(comm, flat, counts)
-        else:
-            recv = [counts[comm.rank]] * comm.size
-            b.pending = _ialltoall(comm, flat, counts, recv)
-            b.pending.then = lambda t: t.view(comm.size, recv[0]).to(torch.float32).sum(0)
+        else:                    # encoded chunks all-to-all, decoded and summed in float32
+            enc, bsend, brecv = wire_steps.reduce_start(comm, flat, counts, fmt)
+            if self.error_feedback:        # what the receivers will decode, subtracted
+                self._residual[sig] = flat - fmt.decode_segments(enc, counts, flat.dtype)
+            b.pending = _ialltoall(comm, enc, bsend, brecv)
+            b.pending.then = lambda t: wire_steps.reduce_sum(comm, t, counts, fmt, b.dtype)
         self._started.append(b)
 
     def _finish(self, b: _Bucket) -> None:
         comm = b.grid.comm(b.axes)
         red = b.pending.wait()
-        if self.compress is not None and not b.scatter:
-            red = comm.allgatherv(red.to(self.compress), b.counts)
+        if b.wire is not None and not b.scatter:
+            red = wire_steps.reduce_gather(comm, red, b.counts, b.wire)
         red = red.to(b.dtype)
         off = 0
         if b.scatter:

@@ -28,6 +28,7 @@ from functools import lru_cache
 
 import torch
 
+from ..array import wire, wire_steps
 from ..array.distribution import dim_map
 
 
@@ -125,18 +126,20 @@ def _other(t: torch.Tensor, dim: int) -> int:
     return math.prod(s for i, s in enumerate(t.shape) if i != dim)
 
 
-def exchange(local: torch.Tensor, dim: int, plan: HaloPlan, comm) -> torch.Tensor:
+def exchange(local: torch.Tensor, dim: int, plan: HaloPlan, comm, wire_fmt="auto") -> torch.Tensor:
     """Extended piece: the input positions ``plan.fetch`` along ``dim`` (no fill).
-    Halo slabs travel point to point, to and from the neighbours only."""
+    Halo slabs travel point to point, to and from the neighbours only; in the wire
+    format ``wire_fmt`` ("auto": the ``dmath.wire`` block's; the rank's own block
+    stays exact, received halos are rounded)."""
     start = plan.block[0]
     mine = {q: local.narrow(dim, a - start, b - a) for q, a, b in plan.send}
     if not plan.traffic:
         assert all(q == plan.me for q, _, _ in plan.recv)
         return mine[plan.me] if plan.me in mine else local.narrow(dim, 0, 0)
     other = _other(local, dim)
-    got = comm.exchange({q: mine[q] for q, _, _ in plan.send if q != plan.me},
-                        {q: (b - a) * other for q, a, b in plan.recv if q != plan.me},
-                        local.dtype, local.device)
+    got = wire_steps.exchange(comm, {q: mine[q] for q, _, _ in plan.send if q != plan.me},
+                              {q: (b - a) * other for q, a, b in plan.recv if q != plan.me},
+                              local.dtype, local.device, wire.resolve(wire_fmt))
     pieces = []
     for q, a, b in plan.recv:
         shape = list(local.shape)
@@ -147,9 +150,11 @@ def exchange(local: torch.Tensor, dim: int, plan: HaloPlan, comm) -> torch.Tenso
     return torch.cat(pieces, dim) if len(pieces) > 1 else pieces[0]
 
 
-def exchange_grad(d_ext: torch.Tensor, dim: int, plan: HaloPlan, comm) -> torch.Tensor:
+def exchange_grad(d_ext: torch.Tensor, dim: int, plan: HaloPlan, comm,
+                  wire_fmt="auto") -> torch.Tensor:
     """Transpose of ``exchange``: gradient of the fetched positions summed back
-    onto their owners; returns the gradient of this rank's block."""
+    onto their owners (sent in ``wire_fmt`` as ``exchange``); returns the gradient
+    of this rank's block."""
     shape = list(d_ext.shape)
     shape[dim] = plan.block[1] - plan.block[0]
     out = d_ext.new_zeros(shape)
@@ -161,9 +166,9 @@ def exchange_grad(d_ext: torch.Tensor, dim: int, plan: HaloPlan, comm) -> torch.
     if not plan.traffic:
         return out
     other = _other(out, dim)
-    got = comm.exchange({q: own[q] for q, _, _ in plan.recv if q != plan.me},
-                        {q: (b - a) * other for q, a, b in plan.send if q != plan.me},
-                        d_ext.dtype, d_ext.device)
+    got = wire_steps.exchange(comm, {q: own[q] for q, _, _ in plan.recv if q != plan.me},
+                              {q: (b - a) * other for q, a, b in plan.send if q != plan.me},
+                              d_ext.dtype, d_ext.device, wire.resolve(wire_fmt))
     for q, a, b in plan.send:
         if q != plan.me:
             piece_shape = list(shape)

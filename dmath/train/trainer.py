@@ -130,7 +130,7 @@ class Trainer:
                  compress: torch.dtype | None = None, accumulate: int = 1,
                  reducer_mode: str = "allreduce", bucket_bytes: int = 4 << 20,
                  overlap: bool = True, log_every: int = 20, progress: bool = True, seed: int | None = 0,
-                 graphs: bool | str = "auto"):
+                 graphs: bool | str = "auto", error_feedback: bool = False):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
         if accumulate < 1:
@@ -145,14 +145,15 @@ class Trainer:
             _random.seed(seed)               # dropout masks: the session's random streams
         self.scaler = LossScaler() if precision == "fp16" else None
         self.reducer = GradReducer(bucket_bytes=bucket_bytes, mode=reducer_mode,
-                                   compress=compress, overlap=overlap)
+                                   compress=compress, overlap=overlap,
+                                   error_feedback=error_feedback)
         self.log_every, self.progress = max(1, int(log_every)), progress
         self.epoch, self.step = 0, 0
         self.history: list[dict] = []        # one dict per epoch
         self.step_losses: list[float] = []   # every optimizer step's (mean) loss
         self.skipped = 0                     # float16 steps skipped on overflow
         self._reducer_args = dict(bucket_bytes=bucket_bytes, mode=reducer_mode, compress=compress,
-                                  overlap=overlap)
+                                  overlap=overlap, error_feedback=error_feedback)
         backend = _graph_backend(graphs, precision)
         self.graphs = StepGraphs(self, backend) if backend else None
 
