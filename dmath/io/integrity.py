@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 
-import google_crc32c
 import numpy as np
 
 CODEC = "crc32c"
@@ -33,6 +32,7 @@ def crc32c(data) -> int:
     """crc32c of a bytes-like object or a C-contiguous numpy array."""
     data = data.reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else \
         np.frombuffer(data, np.uint8)       # its C code takes arrays and bytes, no memoryview
+    import google_crc32c                # (imported when a file is read or written)
     return google_crc32c.value(data)
 
 
