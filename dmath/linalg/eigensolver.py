@@ -83,7 +83,7 @@ def symmetric_bc(a: DArray, dtype: torch.dtype, lower: bool, nb: int) -> BC:
 
 def _local_eigh(a: DArray, dtype, lower, lo_hi, want_v):
     t = whole(a).to(dtype)
-    if not bool(torch.isfinite(t).all()):
+    if not bool(torch.isfinite(t.tril() if lower else t.triu()).all()):   # the triangle read
         raise LinAlgError("eigh: the matrix holds NaN or inf")
     n = t.shape[0]
     if t.device.type == "cpu":
@@ -133,8 +133,9 @@ def _eigh(a: DArray, UPLO: str, want_v: bool, by_index, by_value, nb: int | None
         return w, DArray(v, tuple(v.shape), out, a.grid)
     g = grid2(a.grid)
     nb = block_size(a, nb)
-    check_finite(a, what)
-    M = symmetric_bc(a, dtype, lower, nb)
+    M = symmetric_bc(a, dtype, lower, nb)          # only the UPLO triangle is read (numpy)
+    bad = not bool(torch.isfinite(M.a).all())
+    a.grid.world.agree(f"{what}: the matrix holds NaN or inf" if bad else None, LinAlgError)
     d, e, tau = tridiagonal.reduce(M)
     d, e, tau = M.grid.world.bcast_obj((d, e, tau), 0)        # bit-identical on every rank
     if not want_v:
