@@ -281,8 +281,9 @@ def _matrix_view(x: DArray, view: tuple) -> DArray:
     if kept is not None and kept[0] is x._local and view in kept[1]:
         return kept[1][view]
     out = DArray(x._local.reshape(view[2]), view[0], view[1], x.grid)
-    if out._local.data_ptr() != x._local.data_ptr() or not x._local.numel():
-        return out                                  # a copy (odd strides): not kept
+    if out._local.data_ptr() != x._local.data_ptr() and x._local.numel():
+        return out            # a copy: not kept (never for a 1-D piece, so alike on every rank:
+                              # a rank missing the cache would gather while the others wait)
     if kept is None or kept[0] is not x._local:
         kept = x._matrix_views = (x._local, {})
     kept[1][view] = x.view_as(out)
