@@ -103,7 +103,7 @@ def _session(cmd: list[str], n: int, kill_rank0: bool = False, timeout: float = 
 
 
 # -- sessions -------------------------------------------------------------------------------
-@pytest.mark.parametrize("n,errors", [(2, "eager"), (3, "lazy")])
+@pytest.mark.parametrize("n,errors", [(2, "eager"), (3, "lazy"), (3, "pipelined")])
 def test_session_errors_caches_memory(n, errors):
     assert run_workers("cs_session", n, errors, timeout=600) >= 40
 

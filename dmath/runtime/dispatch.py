@@ -87,6 +87,8 @@ __all__ = ["RemoteError", "command", "CommandTable", "register_handle_type", "sy
 
 _ID_BITS = 20
 LAZY_LAG = 256      # lazy checks: rank 0 meets the servers at least every LAZY_LAG commands
+ERROR_MODES = ("pipelined", "eager", "lazy")
+DEFAULT_ERRORS = "pipelined"
 
 # The one flag the fast path reads: the Client on rank 0 in client-server mode
 # while no command runs there; None everywhere else (SPMD, servers, nested calls).
@@ -333,6 +335,11 @@ def check_outside_command(what: str) -> None:
 def _reduce_handle(obj):
     h = getattr(obj, "_handle", None)
     if h is None:
+        failed = getattr(obj, "_failed", None)
+        if failed:
+            raise ValueError(f"this {type(obj).__name__} was made by {failed}: it does not "
+                             "exist there, so it cannot be used (that error was raised "
+                             "earlier)")
         raise ValueError(f"{type(obj).__name__} {obj!r} exists on rank 0 only (it was not "
                          "returned by a command), so the other ranks cannot use it")
     return (resolve_handle, (h,))
@@ -356,11 +363,17 @@ class Client:
         self.channel = Channel(world, local_size)
         self.thread = threading.get_ident()     # the one thread that drives the session
         self.seq = 0
-        errors = errors or os.environ.get("DMATH_ERRORS") or "eager"
-        if errors not in ("eager", "lazy"):
-            raise ValueError(f"error checks must be 'eager' or 'lazy', not {errors!r} "
-                             "(DMATH_ERRORS)")
-        self.eager = errors == "eager"
+        errors = errors or os.environ.get("DMATH_ERRORS") or DEFAULT_ERRORS
+        if errors not in ERROR_MODES:
+            raise ValueError(f"error checks must be one of {', '.join(map(repr, ERROR_MODES))}, "
+                             f"not {errors!r} (DMATH_ERRORS)")
+        self.errors = errors
+        self.eager = errors != "lazy"          # every command's failures counted (SYNC)
+        self.pipelined = errors == "pipelined"
+        # pipelined: the receives of the servers' counts for command ``_pending_seq``,
+        # completed before anything else is sent (``_settle``); None when none is pending
+        self._pending: list | None = None
+        self._pending_seq = 0
         self.frees: list[int] = []
         self._refs: dict[int, _Ref] = {}
         self._buf = io.BytesIO()
@@ -402,7 +415,9 @@ class Client:
                                "Restart the session.")
         ch = self.channel
         eager = self.eager
-        if not eager and ch.error_waiting():
+        if self._pending is not None:
+            self._settle()
+        elif not eager and ch.error_waiting():
             self._raise(self._status(None), earlier=True)
         if spec.rewrites:
             args, kwargs, sargs, skwargs = spec.arguments(args, kwargs)
@@ -438,9 +453,15 @@ class Client:
             if result is not None:
                 self._register(result, seq)
             if sync:
-                errors = ch.gather_status()
-                if errors:
-                    self._raise(errors, earlier=errors[0]["seq"] != seq)
+                if self.pipelined and not spec.sync and _is_handles(result):
+                    # nothing rank 0 holds depends on the servers' outcome yet: collect
+                    # it before the next message is sent (``_settle``), not now
+                    self._pending = ch.status_requests()
+                    self._pending_seq = seq
+                else:
+                    errors = ch.gather_status()
+                    if errors:
+                        self._raise(errors, earlier=errors[0]["seq"] != seq)
             elif not _is_handles(result):
                 self._raise(self._status(None))
         except Exception as exc:
@@ -490,12 +511,30 @@ class Client:
                             "Host data you hold is intact; MPI cannot start twice in one "
                             "process, so a new session needs a new Python process (kernel)")
 
+    def _settle(self) -> None:
+        """Pipelined: collect the servers' outcome of the previous command (they have
+        finished it, or rank 0 waits here); raise its failures, naming the command."""
+        try:
+            errors = self._take_pending()
+        except Exception as exc:
+            if _process_failed(exc):
+                raise self._lost(self._pending_seq) from exc
+            raise
+        if errors:
+            self._raise(errors, earlier=True)
+
+    def _take_pending(self) -> list[dict]:
+        """The failures the pending status gather brings ([] when none is pending)."""
+        reqs, self._pending = self._pending, None
+        return [] if reqs is None else self.channel.gather_status(reqs)
+
     def _status(self, discard: int | None) -> list[dict]:
         """Ask every server for its failures since the last look (a message + a gather)."""
+        errors = self._take_pending()
         self.seq += 1
         frees, self.frees = self.frees, []
         self.channel.send(self.seq, SYNC, self._encode((None, discard, None, frees)))
-        return self.channel.gather_status()
+        return errors + self.channel.gather_status()
 
     def _after_failure(self, exc: BaseException, seq: int, sync: bool) -> None:
         """Rank 0's own call raised: collect the servers' outcomes, drop what they made."""
@@ -516,10 +555,29 @@ class Client:
         if other and hasattr(exc, "add_note"):
             exc.add_note(str(RemoteError(other)))
 
-    @staticmethod
-    def _raise(errors: list[dict], earlier: bool = False) -> None:
+    def _raise(self, errors: list[dict], earlier: bool = False) -> None:
         if errors:
+            self._forget_failed(errors)
             raise _remote_error(errors, earlier)
+
+    def _forget_failed(self, errors: list[dict]) -> None:
+        """What rank 0 still holds of commands that failed on a server (pipelined and
+        lazy checks return them before the failure is known) loses its handle: a later
+        command given it raises on rank 0 instead of waiting for servers that lack it."""
+        for e in errors:
+            seq = e["seq"]
+            for i in range(1 << _ID_BITS):
+                ref = self._refs.get((seq << _ID_BITS) | i)
+                if ref is None:
+                    break
+                obj = ref()
+                if obj is not None and getattr(obj, "_handle", None) is not None:
+                    try:
+                        obj._handle = None
+                        obj._failed = (f"{e['command']} (command #{seq}), which failed on "
+                                       f"rank {e['rank']}")
+                    except AttributeError:
+                        pass
 
     # -- session ------------------------------------------------------------------------
     def sync(self) -> None:
