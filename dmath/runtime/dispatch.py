@@ -77,6 +77,7 @@ import time
 import weakref
 from typing import Any, Callable
 
+from . import template
 from .channel import ERROR_TAG, STOP, SYNC, Channel
 from .grid import Grid
 from .registry import resolve_grid, resolve_handle
@@ -380,6 +381,7 @@ class Client:
         self._pickler = pickle.Pickler(self._buf, protocol=5)
         self._pickler.dispatch_table = {**copyreg.dispatch_table, Grid: _reduce_grid,
                                         **_HANDLE_TYPES}
+        self._templates = template.Encoder(_HANDLE_TYPES) if template.ENABLED else None
         self.busy_since = 0.0
         self.failing: tuple | None = None     # (since, what) while rank 0's failure is settled
         self.stopped = False
@@ -423,20 +425,30 @@ class Client:
             args, kwargs, sargs, skwargs = spec.arguments(args, kwargs)
         else:
             sargs, skwargs = args, kwargs
-        try:
-            payload = self._encode((spec.key, sargs, skwargs, self.frees))
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            raise TypeError(f"the arguments of {spec.key} cannot be sent to the other ranks "
-                            f"({exc}); pass arrays, numbers, layouts, grids and importable "
-                            "(module-level) functions, not lambdas or local functions") from exc
+        enc = self._templates
+        payload, new = (None, None) if enc is None else enc.encode(spec.key, sargs, skwargs,
+                                                                   self.frees)
+        flags = template.FAST
+        if payload is None:
+            flags = 0
+            try:
+                payload = self._encode((spec.key, sargs, skwargs, self.frees,
+                                        None if new is None else new.definition()))
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                raise TypeError(f"the arguments of {spec.key} cannot be sent to the other "
+                                f"ranks ({exc}); pass arrays, numbers, layouts, grids and "
+                                "importable (module-level) functions, not lambdas or local "
+                                "functions") from exc
         if self.frees:
             self.frees = []
         self.seq = seq = self.seq + 1
         sync = eager or spec.sync or not seq % LAZY_LAG
         self.last = spec.key
         try:
-            ch.send(seq, SYNC if sync else 0, payload)
+            ch.send(seq, (flags | SYNC) if sync else flags, payload)
             del payload
+            if new is not None:
+                enc.keep(new)
             self.commands += 1
             _client = None
             self.busy_since = time.monotonic()
@@ -533,7 +545,7 @@ class Client:
         errors = self._take_pending()
         self.seq += 1
         frees, self.frees = self.frees, []
-        self.channel.send(self.seq, SYNC, self._encode((None, discard, None, frees)))
+        self.channel.send(self.seq, SYNC, self._encode((None, discard, None, frees, None)))
         return errors + self.channel.gather_status()
 
     def _after_failure(self, exc: BaseException, seq: int, sync: bool) -> None:
@@ -697,10 +709,12 @@ def sync() -> None:
 
 
 def session_stats() -> dict:
-    """Rank 0's command counters: commands sent, frames and bytes on the control
-    channel, live handles, frees waiting to be sent (empty outside client-server mode)."""
+    """Rank 0's command counters: commands sent (``templated``: of them as template
+    calls), frames and bytes on the control channel, live handles, frees waiting to be
+    sent (empty outside client-server mode)."""
     c = _session
     if c is None:
         return {}
     return {"commands": c.commands, "frames": c.channel.frames, "bytes": c.channel.bytes,
-            "handles": len(c._refs), "pending_frees": len(c.frees)}
+            "handles": len(c._refs), "pending_frees": len(c.frees),
+            "templated": 0 if c._templates is None else c._templates.calls}

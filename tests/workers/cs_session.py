@@ -103,6 +103,14 @@ ctl = dispatch.session_stats()["bytes"]
 ok(np.array_equal(add_sum(xs, A).to_numpy(), X + sum(xs)), "long message")
 ok(dispatch.session_stats()["bytes"] - ctl > 40_000, "it was long")
 
+# -- a repeated call of arrays and numbers travels as a template (no pickle) -------------------
+t0 = dispatch.session_stats()["templated"]
+for s in (2.0, 3.0, 2.0):
+    Z = (A * s + 1) / s
+ok(dispatch.session_stats()["templated"] - t0 >= 4, "repeated calls went as templates")
+ok(np.array_equal(Z.to_numpy(), (X * 2.0 + 1) / 2.0), "template calls compute the same")
+del Z
+
 # -- objects holding arrays travel as handles too (a forward op's saved context) -------------
 y, saved = exp_forward(A)
 g = exp_backward(dmath.ones((n, m), layout=dmath.row_block()), saved)
