@@ -85,6 +85,12 @@ class Channel:
         self._pending: list = []
         # client side: error reports received
         self._seen = 0
+        # persistent receives (no request made per command): the next frame from the
+        # parent (servers), the children's error counts
+        self._frame_req = None if self.rank == 0 else \
+            self.mpi.Recv_init(self._frame_np, source=self.parent, tag=FRAME_TAG)
+        self._count_reqs = [self.mpi.Recv_init(self._child_counts[i], source=c, tag=COUNT_TAG)
+                            for i, c in enumerate(self.children)]
 
     # -- commands: rank 0 -> everyone ------------------------------------------------
     def send(self, seq: int, flags: int, payload) -> None:
@@ -118,7 +124,9 @@ class Channel:
         """Servers: wait for the next command and pass it on down the tree;
         returns (seq, flags, payload). ``idle()`` is called now and then while
         waiting (a liveness check)."""
-        self._wait(self.mpi.Irecv(self._frame_np, source=self.parent, tag=FRAME_TAG), idle)
+        req = self._frame_req
+        req.Start()
+        self._wait(req, idle)
         n, flags, seq = _HEADER.unpack_from(self._frame, 0)
         rest = None
         if n > ROOM:
@@ -169,8 +177,10 @@ class Channel:
     def status_requests(self) -> list:
         """The receives of this rank's children's counts for the command just run
         (rank 0 posts them and completes them later: ``gather_status(requests)``)."""
-        return [self.mpi.Irecv(self._child_counts[i], source=c, tag=COUNT_TAG)
-                for i, c in enumerate(self.children)]
+        reqs = self._count_reqs
+        for r in reqs:
+            r.Start()
+        return reqs
 
     def gather_status(self, requests: list | None = None) -> list[dict]:
         """Every rank: on rank 0, the details of every failure not seen yet (sorted by
@@ -204,4 +214,8 @@ class Channel:
         for r in self._pending:
             r.Wait()
         self._pending = []
+        for r in [self._frame_req, *self._count_reqs]:
+            if r is not None:
+                r.Free()
+        self._frame_req, self._count_reqs = None, []
         self.mpi.Free()
