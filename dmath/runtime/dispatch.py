@@ -13,7 +13,9 @@ rank 0 in client-server mode             send ``(name, args, kwargs, frees)`` to
 =======================================  ============================================
 
 In a message, a ``DArray`` travels as its handle (an int) and a ``Grid`` as its
-shape and axis names; everything else is pickled (protocol 5). Each rank keeps
+shape and axis names; everything else is pickled (protocol 5). A call of arrays
+and Python numbers only travels, from its second time on, as a *template*: a
+template id and the packed values, no pickle (``template``). Each rank keeps
 the arrays a command returns under the same handle, ``(seq << 20) | i`` for
 the i-th array of command ``seq``, so no counter can drift. Rank 0's arrays
 are the handles: when one is garbage collected its handle is queued and the
@@ -23,9 +25,19 @@ Errors. Every rank runs every command; a server whose command raised sends
 rank 0 the detail (rank, type, message, traceback) at once and carries on.
 ``DMATH_ERRORS`` picks when rank 0 looks:
 
-* ``eager`` (default): after every command the servers' counts of failures
-  are summed up to rank 0 (8 bytes a rank), so an error is raised by the call
-  that failed;
+* ``pipelined`` (default): after every command the servers' counts of
+  failures are summed up to rank 0 (8 bytes a rank), but rank 0 waits for
+  them only before it sends the next message (or at once when the command
+  returns host data or anything but arrays). So a command returning arrays
+  (``A + 1``) returns as soon as rank 0's own part is done, while the servers
+  finish theirs; a failure on a server is raised by the next dmath call,
+  before that call is sent (``RemoteError``: "an earlier command failed:
+  <command> (command #n) ..."), and what rank 0 holds of the failed
+  command's results loses its handle (using it raises ValueError on rank 0).
+  No command ever runs on results a server failed to make, so no collective
+  waits for a server that cannot come;
+* ``eager``: rank 0 waits for the counts right after every command, so an
+  error is raised by the call that failed;
 * ``lazy``: rank 0 checks for waiting reports (``Iprobe``) before each command
   and meets the servers only at synchronisation points (commands that return
   host data, ``dmath.sync()``, shutdown, and every ``LAZY_LAG`` commands so it

@@ -17,7 +17,7 @@ import traceback
 
 from . import template
 from .channel import STOP, SYNC, Channel
-from .dispatch import _ID_BITS, _process_failed, handles_in, lookup
+from .dispatch import _HANDLE_TYPES, _ID_BITS, _process_failed, handles_in, lookup
 from .registry import MISSING, REGISTRY
 
 _FAILED: dict[int, str] = {}              # seq -> command, of recent failed commands
@@ -35,6 +35,13 @@ def _missing_error(rank: int) -> LookupError:
 
 
 def _register(result, seq: int) -> tuple:
+    if type(result) in _HANDLE_TYPES:            # the usual result: one new array
+        if getattr(result, "_handle", None) is not None:
+            return ()
+        h = seq << _ID_BITS
+        result._handle = h
+        REGISTRY[h] = result
+        return (h,)
     made = []
     i = 0
     for obj in handles_in(result):
