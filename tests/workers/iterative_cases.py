@@ -2,7 +2,7 @@
 product, the 0-d and in-place elementwise fast paths): for every pairing of matrix
 and vector layouts, float32/float64 and an uneven size, ``A @ v``, ``v @ w``,
 ``dot``, ``alpha * v``, ``v * alpha``, ``x += alpha * v``, ``x -= y``, ``x *= alpha``
-give numpy's values, and bit for bit what the general path gives (plans off), in the
+``norm(v)`` give numpy's values, and bit for bit what the general path gives (plans off), in the
 same layout; a CG run equals numpy's; a CG step costs one all-gather and two
 all-reduces; in-place writes bump versions (no stale gathered copy).
 
@@ -83,6 +83,11 @@ for dt in (torch.float64, torch.float32):
             np.testing.assert_allclose(float(got), float(x @ z), rtol=tol * n, err_msg=what)
             C.ok()
         v = dmath.from_numpy(x, vl)
+        got, ref = both(lambda: dmath.norm(v))
+        same(got, ref, np.linalg.norm(x), tol * n, f"norm {vname} {dt}")
+        got, ref = both(lambda: v / dmath.linalg.norm(v))
+        same(got, ref, x / np.linalg.norm(x), tol * n, f"v / norm(v) {vname} {dt}")
+        C.ok()
         s = v @ v                                     # a 0-d replicated array
         for what, fn, want in (("s * v", lambda: s * v, float(x @ x) * x),
                                ("v * s", lambda: v * s, x * float(x @ x)),
