@@ -26,7 +26,7 @@ from ..array import DArray, Dim, Layout
 from ..array.distribution import dim_map
 from ..runtime.dispatch import command
 from ._bc import BC, LinAlgError, bc_layout, block_size, grid2, one_rank, to_bc, whole
-from . import lapacke, tridiagonal
+from . import band, lapacke, tridiagonal
 
 
 def compute_dtype(a, what: str) -> torch.dtype:
@@ -136,13 +136,14 @@ def _eigh(a: DArray, UPLO: str, want_v: bool, by_index, by_value, nb: int | None
     M = symmetric_bc(a, dtype, lower, nb)          # only the UPLO triangle is read (numpy)
     bad = not bool(torch.isfinite(M.a).all())
     a.grid.world.agree(f"{what}: the matrix holds NaN or inf" if bad else None, LinAlgError)
-    d, e, tau = tridiagonal.reduce(M)
-    d, e, tau = M.grid.world.bcast_obj((d, e, tau), 0)        # bit-identical on every rank
-    if not want_v:
-        w = lapacke.eigvals(d, e)
+    if not want_v:                                 # two-stage: to a band, then LAPACK
+        bd = M.grid.world.bcast_obj(band.symmetric(M, band.width(nb)), 0)
+        w = lapacke.band_eigvals(bd)
         lo, hi = _select(w, by_index, by_value)
         return DArray(torch.from_numpy(w[lo:hi]).to(dtype=dtype, device=M.a.device), (hi - lo,),
                       wlay, a.grid)
+    d, e, tau = tridiagonal.reduce(M)
+    d, e, tau = M.grid.world.bcast_obj((d, e, tau), 0)        # bit-identical on every rank
     p, me = g.size, g.flat_coord(g.names)
     rows = dim_map(n, p, None).indices(me)
     w, Zr = lapacke.eig_rows(d, e, rows)

@@ -108,3 +108,44 @@ def eig_rows(d: np.ndarray, e: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray
         raise np.linalg.LinAlgError("eigh: the shifted tridiagonal is not positive definite")
     _, Z, _ = bidiag_svd(ld, lo, rows, np.zeros(0, dtype=np.int64), "L")   # L = Z S P^T
     return w, Z[:, ::-1].copy()                  # S descending -> w ascending
+
+
+def band_eigvals(band: np.ndarray) -> np.ndarray:
+    """Eigenvalues, ascending, of the symmetric band matrix in LAPACK's lower band
+    storage ((kd + 1) x n): dsbtrd (band -> tridiagonal, no vectors) and dsterf."""
+    from scipy.linalg import eig_banded
+    if band.shape[1] == 0:
+        return np.zeros(0)
+    return eig_banded(band, lower=True, eigvals_only=True, check_finite=False)
+
+
+def band_svdvals(band: np.ndarray) -> np.ndarray:
+    """Singular values, descending, of the n x n upper band matrix in LAPACK's band
+    storage ((ku + 1) x n, band[ku + i - j, j] = B[i, j]): dgbbrd (band -> bidiagonal,
+    no vectors) and dbdsqr's values path (dlasq1)."""
+    ku, n = band.shape[0] - 1, band.shape[1]
+    if n == 0:
+        return np.zeros(0)
+    ab = np.asfortranarray(band, dtype=np.float64)
+    d, e = np.zeros(n), np.zeros(max(n - 1, 1))
+    f = _gbbrd()
+    one = np.zeros(1)
+    info = f(102, b"N", n, n, 0, 0, ku, ab.ctypes.data, ku + 1, d.ctypes.data, e.ctypes.data,
+             one.ctypes.data, 1, one.ctypes.data, 1, one.ctypes.data, 1)
+    if info:
+        raise np.linalg.LinAlgError(f"svd: dgbbrd failed (info {info})")
+    return bidiag_svd(d, e[: n - 1], np.zeros(0, np.int64), np.zeros(0, np.int64))[0]
+
+
+def _gbbrd():
+    _lib()
+    if len(_LIB) < 2:
+        import scipy
+        lib = ctypes.CDLL(glob.glob(os.path.join(os.path.dirname(scipy.__file__) + ".libs",
+                                                 "libscipy_openblas*.so"))[0])
+        f = lib.scipy_LAPACKE_dgbbrd
+        i, p = ctypes.c_int, ctypes.c_void_p
+        f.argtypes = [i, ctypes.c_char, i, i, i, i, i, p, i, p, p, p, i, p, i, p, i]
+        f.restype = i
+        _LIB.append(f)
+    return _LIB[1]

@@ -23,7 +23,7 @@ from ..array import DArray, Dim, Layout
 from ..array.distribution import dim_map
 from ..runtime.dispatch import command
 from ._bc import BC, LinAlgError, bc_layout, block_size, grid2, one_rank, to_bc, whole
-from . import bidiagonal, lapacke
+from . import band, bidiagonal, lapacke
 from .eigensolver import check_finite, compute_dtype
 
 
@@ -84,11 +84,11 @@ def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
     nb = block_size(a, nb)
     M = to_bc(src if src.dtype == dtype else src.astype(dtype), nb, g)
     mm, nn = M.m, M.n                                       # mm >= nn = K
+    if not uv:                                              # two-stage: to a band, then LAPACK
+        S = lapacke.band_svdvals(g.world.bcast_obj(band.general(M, band.width(nb)), 0))
+        return DArray(torch.from_numpy(S).to(dtype=dtype, device=dev), (K,), slay, a.grid)
     d, e, tauq, taup = bidiagonal.reduce(M)
     d, e, tauq, taup = g.world.bcast_obj((d, e, tauq, taup), 0)
-    if not uv:
-        S = lapacke.bidiag_svd(d, e, np.zeros(0, np.int64), np.zeros(0, np.int64))[0]
-        return DArray(torch.from_numpy(S).to(dtype=dtype, device=dev), (K,), slay, a.grid)
     p, me = g.size, g.flat_coord(g.names)
     ru = dim_map(mm, p, None).indices(me)
     rv = dim_map(nn, p, None).indices(me)
