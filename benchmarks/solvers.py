@@ -217,7 +217,7 @@ def worker_gpu(args) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-SPECTRAL = ("eigh", "eigvalsh", "svd")
+SPECTRAL = ("eigh", "eigvalsh", "svd", "svdvals")
 
 
 def worker_spectral(args) -> None:
@@ -242,7 +242,8 @@ def worker_spectral(args) -> None:
         lib.scipy_openblas_set_num_threads(args.scipy_threads)
         fns = {"eigh": lambda: sl.eigh(s, driver="evd", check_finite=False),
                "eigvalsh": lambda: sl.eigh(s, eigvals_only=True, driver="evd", check_finite=False),
-               "svd": lambda: sl.svd(a, check_finite=False)}
+               "svd": lambda: sl.svd(a, check_finite=False),
+               "svdvals": lambda: sl.svd(a, compute_uv=False, check_finite=False)}
         out["threads"] = args.scipy_threads
     else:
         grid = dmath.Grid(dmath.runtime.most_square(p))
@@ -250,7 +251,8 @@ def worker_spectral(args) -> None:
         S, A = (dmath.from_numpy(x, lay, grid=grid) for x in (s, a))
         fns = {"eigh": lambda: dmath.linalg.eigh(S, nb=nb),
                "eigvalsh": lambda: dmath.linalg.eigvalsh(S, nb=nb),
-               "svd": lambda: dmath.linalg.svd(A, nb=nb)}
+               "svd": lambda: dmath.linalg.svd(A, nb=nb),
+               "svdvals": lambda: dmath.linalg.svdvals(A, nb=nb)}
     for r in args.routines.split(","):
         best = 1e30
         for rep in range(args.repeats + 1):
