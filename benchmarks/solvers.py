@@ -121,7 +121,7 @@ class ScaLAPACK:
 
     def spectral(self, routine: str, a, n: int, nb: int) -> int:
         """pdsyevd (eigh), pdsyev values only (eigvalsh: pdsyevd has no JOBZ='N'), pdgesvd
-        (svd: U and VT) on the Fortran-ordered local array ``a`` (destroyed); returns info."""
+        (svd: U and VT; svdvals: values only) on the Fortran-ordered local array ``a`` (destroyed); returns info."""
         import numpy as np
         i, info = self._i, ctypes.c_int()
         d = self.desc(n, nb, a.shape[0])
@@ -142,7 +142,8 @@ class ScaLAPACK:
             self.lib.pdsyev_(*head, vp(work), i(len(work)), ctypes.byref(info))
         else:
             vt = np.zeros_like(a, order="F")
-            head = (b"V", b"V", i(n), i(n), vp(a), i(1), i(1), d, vp(w), vp(z), i(1), i(1), d,
+            job = b"V" if routine == "svd" else b"N"                 # svdvals: values only
+            head = (job, job, i(n), i(n), vp(a), i(1), i(1), d, vp(w), vp(z), i(1), i(1), d,
                     vp(vt), i(1), i(1), d)
             self.lib.pdgesvd_(*head, vp(q), i(-1), ctypes.byref(info))
             work = np.zeros(int(2 * q[0]) + 1)
@@ -249,7 +250,7 @@ def worker_gpu(args) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-SPECTRAL = ("eigh", "eigvalsh", "svd")
+SPECTRAL = ("eigh", "eigvalsh", "svd", "svdvals")
 
 
 def worker_spectral(args) -> None:
@@ -274,7 +275,8 @@ def worker_spectral(args) -> None:
         lib.scipy_openblas_set_num_threads(args.scipy_threads)
         fns = {"eigh": lambda: sl.eigh(s, driver="evd", check_finite=False),
                "eigvalsh": lambda: sl.eigh(s, eigvals_only=True, driver="evd", check_finite=False),
-               "svd": lambda: sl.svd(a, check_finite=False)}
+               "svd": lambda: sl.svd(a, check_finite=False),
+               "svdvals": lambda: sl.svd(a, compute_uv=False, check_finite=False)}
         out["threads"] = args.scipy_threads
     else:
         grid = dmath.Grid(dmath.runtime.most_square(p))
@@ -282,7 +284,8 @@ def worker_spectral(args) -> None:
         S, A = (dmath.from_numpy(x, lay, grid=grid) for x in (s, a))
         fns = {"eigh": lambda: dmath.linalg.eigh(S, nb=nb),
                "eigvalsh": lambda: dmath.linalg.eigvalsh(S, nb=nb),
-               "svd": lambda: dmath.linalg.svd(A, nb=nb)}
+               "svd": lambda: dmath.linalg.svd(A, nb=nb),
+               "svdvals": lambda: dmath.linalg.svdvals(A, nb=nb)}
     sca = ScaLAPACK(*grid.shape) if (args.scalapack and not args.scipy_threads and p > 1) else None
     for r in args.routines.split(","):
         best = best_sca = 1e30
@@ -293,7 +296,7 @@ def worker_spectral(args) -> None:
             if rep:
                 best = min(best, w)
             if sca is not None:
-                piece = (S if r != "svd" else A).to_scalapack()
+                piece = (S if r.startswith("eig") else A).to_scalapack()
                 world.barrier()
                 info = []
                 w, _ = timed(lambda: info.append(sca.spectral(r, piece, n, nb)))
