@@ -81,9 +81,9 @@ class CrossEntropyCtx:
 
 @lru_cache(maxsize=256)
 def _columns(shape: tuple, layout: Layout, grid, device: torch.device) -> torch.Tensor:
-    """Global class indices of this rank's logit columns, on the device (cached: no
-    host-to-device copy per batch)."""
-    return torch.from_numpy(global_indices(shape, layout, grid)[1]).to(device)
+    """Global class indices of this rank's logit columns, on the device, as a row
+    (1, K) (cached: no host-to-device copy per batch)."""
+    return torch.from_numpy(global_indices(shape, layout, grid)[1]).to(device).view(1, -1)
 
 
 def _acc(t: torch.dtype) -> torch.dtype:
@@ -104,14 +104,17 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
     logits = full_sum(logits)
     grid = logits.grid
     rows = sub_layout(logits.layout, 0)
-    t = to_layout(target, rows).local.to(torch.int64)
-    x = logits.local.to(_acc(logits.dtype))
+    t = to_layout(target, rows).local
+    if t.dtype != torch.int64:
+        t = t.to(torch.int64)
+    x, acc = logits.local, _acc(logits.dtype)
+    if x.dtype != acc:
+        x = x.to(acc)
     comm = None
     kaxes = live_axes(grid, logits.layout.dims[1].axes)
     if kaxes:
         comm = grid.comm(kaxes)
-    cols = _columns(logits.shape, logits.layout, grid, x.device)
-    hit = cols[None, :] == t[:, None]
+    hit = torch.eq(_columns(logits.shape, logits.layout, grid, x.device), t.unsqueeze(1))
     if comm is None and x.shape[1]:
         # whole rows here: torch's log-softmax kernel (as F.cross_entropy), 4 kernels
         lsm = torch.log_softmax(x, 1)
@@ -152,9 +155,11 @@ def cross_entropy_grad_uniform(ctx: CrossEntropyCtx, c: float) -> DArray:
     ``c``, bit for bit, without making it (3 kernels). Inside a command."""
     if ctx.reduce.reduction != "none":
         raise ValueError("cross_entropy_grad_uniform needs reduction='none'")
-    probs = ctx.probs if ctx.lsm is None else ctx.lsm.exp()
-    g = (probs - ctx.hit.to(probs.dtype)).mul_(c)
-    return DArray(g.to(ctx.dtype), ctx.shape, ctx.logits_layout, ctx.grid)
+    g = ctx.probs - ctx.hit.to(ctx.probs.dtype) if ctx.lsm is None else \
+        ctx.lsm.exp().sub_(ctx.hit.to(ctx.lsm.dtype))
+    g.mul_(c)
+    return DArray(g if g.dtype == ctx.dtype else g.to(ctx.dtype), ctx.shape, ctx.logits_layout,
+                  ctx.grid)
 
 
 @register_handle_type

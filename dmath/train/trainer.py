@@ -93,7 +93,9 @@ def _loss_step(logits: DArray, target: DArray, dscale: float | None
     if dscale is not None:       # every sample's loss weighs dscale / N
         d = loss.cross_entropy_grad_uniform(ctx, dscale / max(1, per.shape[0]))
     z = to_layout(logits, sub_layout(per.layout, 0, None)).local
-    t = to_layout(target, per.layout).local.to(z.device)
+    t = to_layout(target, per.layout).local
+    if t.device != z.device:
+        t = t.to(z.device)
     st = torch.stack([per.local.sum(dtype=torch.float64),
                       (z.argmax(1) == t).sum(dtype=torch.float64)])
     if not is_primary(per.layout, per.grid, per.grid.rank):
