@@ -31,6 +31,12 @@ ratio (above 1: dmath is faster), so a slow spell of the machine hits both
 sides of a ratio alike.
 
     python benchmarks/train_overhead.py --models lenet --rounds 21 --steps 20
+
+``--data-parallel`` (under mpiexec, SPMD): dmath's data-parallel step with
+``--batch`` images per rank; per rank the CPU time of a step (median of
+``--rounds`` rounds of ``--steps``) and per step the collectives and bytes sent.
+
+    mpiexec -n 2 python -m mpi4py benchmarks/train_overhead.py --models lenet --data-parallel
 """
 from __future__ import annotations
 
@@ -148,6 +154,35 @@ def cpu_time_table(models: list, batch: int, rounds: int, steps: int) -> None:
               f"**{m:.2f}** [{lo:.2f}-{hi:.2f}] | {mf:.2f} [{lof:.2f}-{hif:.2f}] |", flush=True)
 
 
+def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
+    """The ``--data-parallel`` figures (SPMD, every rank runs this)."""
+    import dmath
+    world = dmath.runtime.context().world
+    p = world.size
+    for name in models:
+        step = dmath_step(name, batch * p, (rounds + 3) * steps + 20)
+        for _ in range(10):
+            step()
+        dmath.comm_stats.reset()
+        for _ in range(steps):
+            step()
+        snap = dmath.comm_stats.snapshot()
+        ts = []
+        for _ in range(rounds):
+            world.barrier()
+            c0 = time.process_time()
+            for _ in range(steps):
+                step()
+            ts.append((time.process_time() - c0) / steps)
+        ts = world.allgather_obj(1e6 * statistics.median(ts))
+        if world.rank == 0:
+            calls = ", ".join(f"{k} {v / steps:g}" for k, v in sorted(snap["calls"].items()))
+            sent = sum(snap["bytes_sent"].values()) / steps
+            print(f"{name}: {p} ranks x {batch} images: CPU us/step per rank "
+                  f"{[round(t) for t in ts]}; per step: {calls or 'no collective'}; "
+                  f"{sent / 1e3:.1f} kB sent", flush=True)
+
+
 def dmath_step(name: str, batch: int, nsteps: int):
     from dmath import train
     rng = np.random.default_rng(0)
@@ -200,6 +235,8 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=0, help="also list the N most frequent ops")
     ap.add_argument("--rounds", type=int, default=0,
                     help="interleaved rounds of --steps steps timed by CPU time (see above)")
+    ap.add_argument("--data-parallel", action="store_true",
+                    help="SPMD under mpiexec: data-parallel step, --batch per rank")
     ap.add_argument("--commands", action="store_true",
                     help="client-server (under mpiexec): commands per dmath step")
     args = ap.parse_args(argv)
@@ -230,6 +267,11 @@ def main(argv=None) -> int:
         dmath.finalize()
         return 0
     dmath.init(device="cpu", mode="spmd", threads=args.threads)
+    if args.data_parallel:
+        data_parallel(args.models.split(","), args.batch, args.rounds or 15,
+                      min(args.steps, 20))
+        dmath.finalize()
+        return 0
     if args.rounds:
         cpu_time_table(args.models.split(","), args.batch, args.rounds, args.steps)
         dmath.finalize()
