@@ -10,7 +10,7 @@ us"). Rows, per model (synthetic Fashion-MNIST-shaped data, batch
 ``--batch``, AdamW, a per-step cosine schedule, as ``benchmarks/train.py``):
 
 * ``host us/step``: median wall time of one ``Trainer.train_step`` on the
-  loader's next batch with the graph's replay replaced by a no-op (everything
+  loader's next batch (a device-resident loader, also on the CPU) with the graph's replay replaced by a no-op (everything
   else as in training: the loader's batch, the batch copies into the graph's
   inputs, the step values' copy, the host's bookkeeping, the stats' clone).
   torch: its whole-step graph's loop body (two ``index_select(out=)``, the
@@ -114,7 +114,9 @@ def dmath_rows(name: str, args, dev) -> dict:
     B = args.batch
     ds = _data(B * (args.steps + 16))
     net, xl = train.build(name, ds.sample_shape, 10, parallel="data", batch=B, seed=0)
-    loader = train.DataLoader(ds, B, layout=xl, shuffle=True, seed=0, drop_last=True)
+    # device-resident (the GPU's path for this size; on the CPU too, as the proxy)
+    loader = train.DataLoader(ds, B, layout=xl, shuffle=True, seed=0, drop_last=True,
+                              resident=True)
     opt = train.AdamW(net.params(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"])
     sched = train.WarmupCosine(opt, 0, 10 * len(loader))
     tr = train.Trainer(net, opt, schedule=sched, schedule_per="step", progress=False,

@@ -28,9 +28,9 @@ def test_graph_nccl_one_rank():
 def test_graph_nccl_two_ranks_one_gpu():
     try:
         proc = run_mpi(WORKERS / "graph_nccl.py", 2, env={"DMATH_TRANSPORT": "nccl"},
-                       check=False, timeout=150)
+                       check=False, timeout=90)
     except subprocess.TimeoutExpired:
-        pytest.skip("NCCL with 2 ranks on one GPU did not finish in 150 s")
+        pytest.skip("NCCL with 2 ranks on one GPU did not finish in 90 s")
     out = proc.stdout + proc.stderr
     if proc.returncode != 0 and any(s in out for s in ("Duplicate GPU", "ncclInvalidUsage",
                                                         "invalid usage")):

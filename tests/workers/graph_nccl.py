@@ -147,7 +147,7 @@ if world.size > 1:
     assert f"rank {world.size - 1}" in tr.graphs.failed or world.rank == world.size - 1, \
         tr.graphs.failed
 assert any("could not be captured" in str(x.message) for x in w)
-assert np.allclose(tr.step_losses, ref.step_losses, rtol=0, atol=1e-12 if not CUDA else 1e-5)
+assert np.allclose(tr.step_losses, ref.step_losses, rtol=0, atol=1e-12 if not CUDA else 1e-4)
 passed += 1
 
 # -- CUDA with the nccl transport: collectives recorded in a graph ----------------------------
