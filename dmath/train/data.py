@@ -371,7 +371,7 @@ class DataLoader:
         b = min(B, len(ds) - i * B)
         shape = (b,) + ds.sample_shape
         ep = perm[2]
-        if ep is None and self._epoch_fits():
+        if ep is None and self._epoch_fits(dev):
             ep = self._gather_epoch(x, y, perm[1], dev)
             self._device_data = (x, y, mine, (perm[0], perm[1], ep))
         if ep is not None:
@@ -405,9 +405,9 @@ class DataLoader:
                 (t * ds.scale - ds.mean) / ds.std
         return t.to(self.dtype)
 
-    def _epoch_fits(self) -> bool:
+    def _epoch_fits(self, dev: torch.device) -> bool:
         """Whether this rank's normalised rows of an epoch fit ``EPOCH_BYTES``."""
-        n = len(self.dataset) // max(1, self.grid.size)
+        n = len(self._my_rows(min(self.batch_size, len(self.dataset)), dev)[0]) * len(self)
         item = 8 if self.dtype == torch.float64 else 4
         return n * int(np.prod(self.dataset.sample_shape)) * item <= EPOCH_BYTES
 

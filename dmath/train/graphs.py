@@ -215,7 +215,7 @@ class StepGraphs:
         numbers = tr.optimizer.step_values()
         if numbers is None:
             return None
-        numbers.update(_random.step_values())
+        numbers = {**numbers, **_random.step_values()}
         g = self._last
         if g is None or g.edits != edits() or g.settings != tr.optimizer.settings() \
                 or not g.fits(batches) or not g.valid(tr.step_arrays()):

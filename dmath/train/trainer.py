@@ -45,6 +45,8 @@ import json
 import math
 import os
 import time
+from itertools import chain, repeat
+from operator import attrgetter, is_
 import warnings
 from pathlib import Path
 
@@ -66,6 +68,7 @@ from .optim import Optimizer
 from .schedule import Schedule
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+_GRAD = attrgetter("grad")
 
 
 @command
@@ -254,7 +257,7 @@ class Trainer:
             rng = _random.get_state()
             rng["stream"] += rng_calls
             _random.set_state(rng)
-        if any(p.grad is not None for p in self.optimizer.params):
+        if not all(map(is_, map(_GRAD, self.optimizer.params), repeat(None))):
             self.optimizer.zero_grad()        # a replay leaves none: nothing to drop
         self.step += 1
         if self.schedule is not None and self.schedule_per == "step":
@@ -266,7 +269,7 @@ class Trainer:
         mine = getattr(self, "_model_arrays", None)
         if mine is None or mine[0] != edits():
             mine = self._model_arrays = (edits(), list(self.model.state_dict().values()))
-        return [*mine[1], *(b for bufs in self.optimizer.state.values() for b in bufs)]
+        return [*mine[1], *chain.from_iterable(self.optimizer.state.values())]
 
     @staticmethod
     def stats_of(outs: list) -> list:
