@@ -98,7 +98,8 @@ def process_group(world: Comm):
     return dist.group.WORLD
 
 
-_GUARDED = ((Comm, ("allgather_obj", "bcast_obj", "barrier", "agree", "root_outcome")),
+_GUARDED = ((Comm, ("allgather_obj", "bcast_obj", "barrier", "agree", "root_outcome",
+                   "host_allreduce_", "host_allgatherv_into")),
             (HostMPI, ("allreduce", "allgatherv", "alltoallv", "reduce_scatterv", "bcast",
                        "gatherv", "exchange")))
 
@@ -109,7 +110,7 @@ def no_host_collectives():
     ranks: they would run once, at the capture, and never in a replay)."""
     saved = []
     for cls, names in _GUARDED:
-        for name in names:
+        for name in (n for n in names if n in cls.__dict__):
             saved.append((cls, name, cls.__dict__[name]))
 
             def refuse(*args, _what=f"{cls.__name__}.{name}", **kwargs):
