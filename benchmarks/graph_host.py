@@ -16,8 +16,9 @@ us"). Rows, per model (synthetic Fashion-MNIST-shaped data, batch
   torch: its whole-step graph's loop body (two ``index_select(out=)``, the
   learning rate's ``fill_``, the stubbed replay, the loss clone). On the CPU
   the copies themselves run on the host: ``outside torch ops`` subtracts the
-  time inside torch's operations (a ``TorchDispatchMode`` timing them), the
-  figure a GPU host would see. ``torch ops``: operations launched per step
+  time inside torch's operations (steps timed under a ``TorchDispatchMode``
+  that times each operation; its own per-operation cost stays in, so this
+  over-estimates the Python part a little more the more operations run). ``torch ops``: operations launched per step
   outside the graph (kernel launches on a GPU).
 * GPU only: ``replay us``: back-to-back replays of the captured graph alone
   (synchronised; the GPU time of the step), and ``step us``: training steps
@@ -80,15 +81,16 @@ def _host(step, steps: int, dev) -> dict:
         if len(ts) % 64 == 0:
             _sync(dev)              # keep the queue of stubbed steps' copies short
     _sync(dev)
-    inside, ops = [], 0
+    outside, ops = [], 0
     for _ in range(max(10, steps // 10)):
-        t0 = time.perf_counter()
         with _OpTime() as c:
+            t0 = time.perf_counter()
             step()
-        inside.append(c.seconds)
+            wall = time.perf_counter() - t0
+        outside.append(wall - c.seconds)
         ops = c.ops
-    us = 1e6 * statistics.median(ts)
-    return {"host": us, "outside": us - 1e6 * statistics.median(inside), "ops": ops}
+    return {"host": 1e6 * statistics.median(ts), "outside": 1e6 * statistics.median(outside),
+            "ops": ops}
 
 
 def _replays(replay, n: int, dev) -> float:
