@@ -107,6 +107,7 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None,
         device=None) -> DArray:
     check_device(device)
     n_cols = n_rows if n_cols is None else n_cols
+    k = builtins.max(-n_rows, builtins.min(operator.index(k), n_cols))   # beyond: all zeros
     return ops.eye(n_rows, n_cols, k=k, dtype=_t(dtype), layout=default_layout(2))
 
 
