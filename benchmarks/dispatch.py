@@ -35,14 +35,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import write_section
+from _common import run_child, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -149,17 +148,10 @@ def _child(mode: str, stream: int, batches: int, per_batch: int, device: str) ->
 
 
 def _run(n: int, mode: str, args) -> dict:
-    from dmath.cli.launch import launch_env, mpiexec_command
-    cmd = mpiexec_command(n, [str(Path(__file__).resolve()), "--child", mode,
-                              "--stream", str(args.stream), "--batches", str(args.batches),
-                              "--per-batch", str(args.per_batch)] + (["--gpu"] if args.gpu else []))
-    env = launch_env(n)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return run_child([str(Path(__file__).resolve()), "--child", mode,
+                      "--stream", str(args.stream), "--batches", str(args.batches),
+                      "--per-batch", str(args.per_batch)] + (["--gpu"] if args.gpu else []),
+                     n, timeout=600)
 
 
 MODES = ("spmd", "client-server:eager", "client-server:lazy")
