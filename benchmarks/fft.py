@@ -26,14 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from _common import ROOT, run_child
 
 
 def _best(fn, repeat: int) -> float:
@@ -128,25 +127,10 @@ def run_gpu(n: int, repeat: int) -> dict:
 
 
 def _launch(system: str, n: int, p: int, repeat: int) -> dict:
-    sys.path.insert(0, str(ROOT))
-    from dmath.cli.launch import launch_env, mpiexec_command
     argv = [str(Path(__file__).resolve()), "--child", system, "--n", str(n), "--ranks", str(p),
             "--repeat", str(repeat)]
-    if system == "host":
-        env = dict(os.environ)
-        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[k] = str(p)
-        cmd = [sys.executable] + argv
-    else:
-        env = launch_env(p)
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
-        cmd = mpiexec_command(p, argv)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return run_child(argv, p, mpi=system != "host",
+                     single_thread=("OMP_NUM_THREADS", "MKL_NUM_THREADS"))
 
 
 def main() -> None:
