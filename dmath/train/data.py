@@ -188,21 +188,42 @@ class Dataset:
                              f"(N, C, H, W), got {self.x.shape}")
         return self
 
-    def read(self, rows: np.ndarray, dims: list[np.ndarray], dtype: torch.dtype) -> torch.Tensor:
-        """Images of samples ``rows``, restricted to ``dims`` (C, H, W index arrays),
-        normalised."""
-        order = np.argsort(rows, kind="stable")     # memmaps read fastest in file order
-        xs = np.empty((len(rows),) + self.x.shape[1:], self.x.array().dtype)
-        xs[order] = self.x.array()[rows[order]]
+    def read(self, rows: np.ndarray, dims: list, dtype: torch.dtype) -> torch.Tensor:
+        """Images of samples ``rows``, restricted to ``dims`` (C, H, W index arrays;
+        None: the whole dim), normalised."""
+        src = self.x.array()
+        if isinstance(src, np.memmap):
+            order = np.argsort(rows, kind="stable")     # memmaps read fastest in file order
+            xs = np.empty((len(rows),) + src.shape[1:], src.dtype)
+            xs[order] = src[rows[order]]
+        else:
+            xs = src[rows]
         if xs.ndim == 3:
             xs = xs[:, None]
         # this rank's (C, H, W) piece: no copy along whole dims (np.ix_ gathered every
         # element: ~0.5 ms a 128-image batch)
-        t = take_piece(torch.from_numpy(np.ascontiguousarray(xs)), [np.arange(len(rows)), *dims])
+        t = torch.from_numpy(np.ascontiguousarray(xs))
+        t = take_piece(t, [None, *dims]) if any(i is not None for i in dims) else t
+        if t.dtype == torch.uint8 and dtype in (torch.float32, torch.float64):
+            # one table look-up: the 256 values normalised by the formula below
+            return torch.from_numpy(self._table(dtype)[t.numpy()])
+        return self._normalise(t, dtype)
+
+    def _normalise(self, t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         t = t.to(torch.float64 if dtype == torch.float64 else torch.float32)
         if self.scale != 1.0 or self.mean != 0.0 or self.std != 1.0:
             t = (t * self.scale - self.mean) / self.std
         return t.to(dtype)
+
+    def _table(self, dtype: torch.dtype) -> np.ndarray:
+        """``_normalise`` of every uint8 value (elementwise: the same bits), kept per
+        (dtype, scale, mean, std)."""
+        key = (dtype, self.scale, self.mean, self.std)
+        got = self.__dict__.get("_tables")
+        if got is None or got[0] != key:
+            vals = torch.arange(256, dtype=torch.int16).to(torch.uint8)
+            got = self._tables = (key, self._normalise(vals, dtype).numpy())
+        return got[1]
 
 
 RESIDENT_BYTES = 1 << 30     # raw samples up to this size are kept on a GPU (``resident="auto"``)
@@ -303,6 +324,7 @@ class DataLoader:
         self._ahead: tuple | None = None       # (epoch, batch, future)
         self._pool: ThreadPoolExecutor | None = None
         self._device_data: tuple | None = None  # (x raw, y, {b: my rows}, (epoch, perm, gathered))
+        self._pieces: dict = {}                 # batch size -> ``_piece``
 
     def __len__(self) -> int:
         n = len(self.dataset)
@@ -326,14 +348,24 @@ class DataLoader:
                 if self.shuffle else np.arange(n)
         return self._perm
 
+    def _piece(self, b: int) -> tuple:
+        """For a batch of ``b``: (my rows of it for x, [per image dim my indices, None
+        where I hold the whole dim], my rows for y); made once per batch size."""
+        got = self._pieces.get(b)
+        if got is None:
+            g = global_indices((b,) + self.dataset.sample_shape, self.x_layout, self.grid)
+            dims = [None if _whole(ix, n) else ix
+                    for ix, n in zip(g[1:], self.dataset.sample_shape)]
+            got = self._pieces[b] = (g[0], dims,
+                                     global_indices((b,), self.y_layout, self.grid)[0])
+        return got
+
     def _read(self, i: int) -> tuple[torch.Tensor, torch.Tensor, int]:
         rows = self.order()[i * self.batch_size:(i + 1) * self.batch_size]
         b = len(rows)
-        shape = (b,) + self.dataset.sample_shape
-        g = global_indices(shape, self.x_layout, self.grid)
-        x = self.dataset.read(rows[g[0]], g[1:], self.dtype)
-        gy = global_indices((b,), self.y_layout, self.grid)
-        y = torch.from_numpy(np.asarray(self.dataset.y.array()[rows[gy[0]]]).astype(np.int64))
+        gx, dims, gy = self._piece(b)
+        x = self.dataset.read(rows[gx], dims, self.dtype)
+        y = torch.from_numpy(np.asarray(self.dataset.y.array()[rows[gy]]).astype(np.int64))
         from ..ops._common import device
         if device().type == "cuda":        # pinned: the copy to the GPU is truly asynchronous
             x, y = x.pin_memory(), y.pin_memory()
@@ -348,6 +380,8 @@ class DataLoader:
         """Whether batches are cut from a device-resident copy (see the module)."""
         if self.resident != "auto":
             return bool(self.resident)
+        if dev.type != "cuda":
+            return False
         x = self.dataset.x
         nbytes = len(self.dataset) * int(np.prod(x.shape[1:])) * x.array().dtype.itemsize
         return (dev.type == "cuda" and nbytes <= RESIDENT_BYTES
@@ -450,6 +484,11 @@ class DataLoader:
             raise RuntimeError("DataLoader: piece shape mismatch")      # a bug, not user input
         return (DArray(x.to(dev, non_blocking=True), shape, self.x_layout, self.grid),
                 DArray(y.to(dev, non_blocking=True), (b,), self.y_layout, self.grid))
+
+
+def _whole(ix: np.ndarray, n: int) -> bool:
+    """Whether the indices ``ix`` are 0, 1, ..., n - 1 (a whole dim, in order)."""
+    return len(ix) == n and (n == 0 or (ix[0] == 0 and not np.any(np.diff(ix) != 1)))
 
 
 @command

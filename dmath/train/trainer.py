@@ -96,15 +96,16 @@ def _loss_step(logits: DArray, target: DArray, dscale: float | None
     dlogits of ``dscale * mean loss`` (None: no backward) and the batch's stats."""
     per, ctx = loss.softmax_cross_entropy_forward(logits, target, "none")
     d = None
-    if dscale is not None:
-        n = max(1, per.shape[0])
-        ones = DArray(per.local.new_full(per.local.shape, dscale / n, dtype=torch.float64),
-                      per.shape, per.layout, per.grid)          # ops.full's, made here
-        d = loss.softmax_cross_entropy_backward(ones, ctx)
+    if dscale is not None:       # every sample's loss weighs dscale / N
+        d = loss.cross_entropy_grad_uniform(ctx, dscale / max(1, per.shape[0]))
     z = to_layout(logits, sub_layout(per.layout, 0, None)).local
-    t = to_layout(target, per.layout).local.to(z.device)
-    mine = float(is_primary(per.layout, per.grid, per.grid.rank))    # count replicas once
-    st = torch.stack([per.local.double().sum(), (z.argmax(1) == t).double().sum()]) * mine
+    t = to_layout(target, per.layout).local
+    if t.device != z.device:
+        t = t.to(z.device)
+    st = torch.stack([per.local.sum(dtype=torch.float64),
+                      (z.argmax(1) == t).sum(dtype=torch.float64)])
+    if not is_primary(per.layout, per.grid, per.grid.rank):
+        st.zero_()                                           # count replicas once
     return d, _Stats(st)
 
 
