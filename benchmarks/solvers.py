@@ -141,6 +141,11 @@ def worker(args) -> None:
     inputs = {"cholesky": S, "lu": G, "qr": G}
     sca = ScaLAPACK(*grid.shape) if (args.scalapack and p > 1) else None
     scipy_fns = None
+    if args.scipy_threads:                                   # scipy alone, with that many threads
+        import glob
+        import scipy
+        lib = ctypes.CDLL(glob.glob(os.path.dirname(scipy.__file__) + ".libs/libscipy_openblas*.so")[0])
+        lib.scipy_openblas_set_num_threads(args.scipy_threads)
     if p == 1:
         import scipy.linalg as sl
         scipy_fns = {"cholesky": lambda x: sl.cholesky(x, lower=True, overwrite_a=True, check_finite=False),
@@ -156,7 +161,7 @@ def worker(args) -> None:
         best = {}
         for rep in range(args.repeats + 1):                    # the first call warms up
             res = []
-            for variant, kernel in VARIANTS:
+            for variant, kernel in (() if args.scipy_threads else VARIANTS):
                 dmath.linalg.set_local_kernel(kernel)
                 Y = dmath.from_local(X.local.clone(), X.shape, X.layout, grid=grid)
                 world.barrier()
@@ -182,7 +187,8 @@ def worker(args) -> None:
                     o["seconds"], o["cpu_seconds"] = min(o["seconds"], w), min(o["cpu_seconds"], c)
         for name, o in best.items():
             o["gflops"] = FLOPS[r] * n ** 3 / o["seconds"] / 1e9
-            o["gflops_cpu"] = FLOPS[r] * n ** 3 / (o["cpu_seconds"] / min(p, os.cpu_count() or 1)) / 1e9
+            used = max(p, args.scipy_threads if name == "scipy" else 1)        # cores busy
+            o["gflops_cpu"] = FLOPS[r] * n ** 3 / (o["cpu_seconds"] / min(used, os.cpu_count() or 1)) / 1e9
         out[r] = best
     if world.rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
@@ -363,6 +369,8 @@ def markdown(multi: dict, single: dict, load: str) -> str:
         lines += [table(multi, "scalapack"), ""]
     else:
         lines += ["ScaLAPACK was not available (run `make bench-setup`).", ""]
+    lines += [f"{multi['ranks']} ranks x 1 thread next to scipy.linalg (OpenBLAS) with "
+              f"{multi['ranks']} threads on one process (a separate job):", "", table(multi, "scipy"), ""]
     lines += [f"One rank, 1 thread: dmath (torch's LAPACK on the whole matrix) next to scipy.linalg "
               f"(OpenBLAS), n={single['n']}:", "", table(single, "scipy"), "",
               "![solvers](img/solvers_cpu.png)", "", *notes(multi), "", END]
@@ -447,6 +455,10 @@ def main() -> None:
     if not sca:
         print("ScaLAPACK not found (python benchmarks/solvers.py --fetch-scalapack): scipy only")
     multi = mpirun(args.ranks, common + (["--scalapack"] if sca else []))
+    threaded = mpirun(1, common + ["--scipy-threads", str(args.ranks)])   # scipy, as many threads
+    for r in ROUTINES:
+        if r in multi and "scipy" in threaded.get(r, {}):
+            multi[r]["scipy"] = threaded[r]["scipy"]
     single = mpirun(1, common)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     (OUT / "solvers_cpu.json").write_text(json.dumps({"multi": multi, "single": single,
@@ -454,6 +466,8 @@ def main() -> None:
     print(f"n={n} float64 nb={args.nb}, {args.ranks} ranks x 1 thread (load {load})")
     if sca:
         print(table(multi, "scalapack"))
+    print(f"{args.ranks} ranks x 1 thread vs scipy with {args.ranks} threads")
+    print(table(multi, "scipy"))
     print("1 rank x 1 thread")
     print(table(single, "scipy"))
     if not args.no_doc:
