@@ -371,7 +371,7 @@ def markdown(multi: dict, single: dict, load: str) -> str:
         lines += ["ScaLAPACK was not available (run `make bench-setup`).", ""]
     lines += [f"{multi['ranks']} ranks x 1 thread next to scipy.linalg (OpenBLAS) with "
               f"{multi['ranks']} threads on one process (a separate job):", "", table(multi, "scipy"), ""]
-    lines += [f"One rank, 1 thread: dmath (torch's LAPACK on the whole matrix) next to scipy.linalg "
+    lines += [f"One rank, 1 thread: dmath (the measured-faster LAPACK on the whole matrix) next to scipy.linalg "
               f"(OpenBLAS), n={single['n']}:", "", table(single, "scipy"), "",
               "![solvers](img/solvers_cpu.png)", "", *notes(multi), "", END]
     return "\n".join(lines)
@@ -395,10 +395,13 @@ def notes(multi: dict) -> list[str]:
         + "; ".join(verdict) + ". Where dmath's Cholesky spends more CPU than pdpotrf (profiled at "
         "n=4096: the trailing GEMMs are ~55% of its CPU time): the panel TRSM runs through "
         "torch's MKL (~14 GF/s here), the rows each rank sends are copied out first, and each "
-        "panel costs some Python; there is no look-ahead, so ranks wait for the panel owner. On one rank dmath calls torch's LAPACK, which is MKL: on this AMD EPYC MKL "
-        "takes a narrower code path than OpenBLAS (also its GEMM: ~0.85x by CPU time), hence the "
-        "1-rank ratios; the OpenBLAS-GEMM column only changes the blocked loops' trailing updates "
-        "(`DMATH_CPU_GEMM=blas` or a `dmath tune` profile that measured OpenBLAS faster).",
+        "panel costs some Python; there is no look-ahead, so ranks wait for the panel owner. On one "
+        "rank dmath hands the whole matrix to the LAPACK routine that `dmath.linalg.kernel_choice` "
+        "measured faster on this machine (torch's MKL or scipy's OpenBLAS, per routine, dtype and "
+        "size class, measured once and cached): on this AMD EPYC OpenBLAS for potrf and getrf; "
+        "Cholesky factors the row-major piece in place, LU pays one in-place transpose "
+        "(~4% of getrf at n=4096), QR mode 'r' forms no Q. The OpenBLAS-GEMM column forces the "
+        "GEMM kernel (`DMATH_CPU_GEMM=blas`); by default it is measured too.",
         "",
         "GPU (1 rank, `python benchmarks/solvers.py --gpu`, n=8192): dmath calls torch.linalg on "
         "the whole matrix, so the ratio to torch.linalg should be ~1 (target >= 0.9); the figures "
@@ -420,6 +423,7 @@ def main() -> None:
     ap.add_argument("--routines", default=",".join(ROUTINES))
     ap.add_argument("--scalapack", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--single", action="store_true", help="only the 1-rank table (no docs)")
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--fetch-scalapack", action="store_true")
@@ -454,6 +458,13 @@ def main() -> None:
     sca = have_scalapack()
     if not sca:
         print("ScaLAPACK not found (python benchmarks/solvers.py --fetch-scalapack): scipy only")
+    if args.single:                       # the 1-rank job alone: dmath next to scipy, 1 thread
+        single = mpirun(1, common)
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        (OUT / "solvers_single.json").write_text(json.dumps({"single": single, "load": load}))
+        print(f"n={n} float64, 1 rank x 1 thread (load {load})")
+        print(table(single, "scipy"))
+        return
     multi = mpirun(args.ranks, common + (["--scalapack"] if sca else []))
     threaded = mpirun(1, common + ["--scipy-threads", str(args.ranks)])   # scipy, as many threads
     for r in ROUTINES:

@@ -21,7 +21,7 @@ import torch
 
 from .kernel_choice import choice
 
-TRANSPOSE_BLOCK = 256
+TRANSPOSE_BLOCK = 128
 
 
 def _pick(routine: str, t: torch.Tensor, kernel: str | None) -> str:
