@@ -174,6 +174,11 @@ def worker(args) -> None:
     inputs = {"cholesky": S, "lu": G, "qr": G}
     sca = ScaLAPACK(*grid.shape) if (args.scalapack and p > 1) else None
     scipy_fns = None
+    if args.scipy_threads:                                   # scipy alone, with that many threads
+        import glob
+        import scipy
+        lib = ctypes.CDLL(glob.glob(os.path.dirname(scipy.__file__) + ".libs/libscipy_openblas*.so")[0])
+        lib.scipy_openblas_set_num_threads(args.scipy_threads)
     if p == 1:
         import scipy.linalg as sl
         scipy_fns = {"cholesky": lambda x: sl.cholesky(x, lower=True, overwrite_a=True, check_finite=False),
@@ -189,7 +194,7 @@ def worker(args) -> None:
         best = {}
         for rep in range(args.repeats + 1):                    # the first call warms up
             res = []
-            for variant, kernel in VARIANTS:
+            for variant, kernel in (() if args.scipy_threads else VARIANTS):
                 dmath.linalg.set_local_kernel(kernel)
                 Y = dmath.from_local(X.local.clone(), X.shape, X.layout, grid=grid)
                 world.barrier()
@@ -215,7 +220,8 @@ def worker(args) -> None:
                     o["seconds"], o["cpu_seconds"] = min(o["seconds"], w), min(o["cpu_seconds"], c)
         for name, o in best.items():
             o["gflops"] = FLOPS[r] * n ** 3 / o["seconds"] / 1e9
-            o["gflops_cpu"] = FLOPS[r] * n ** 3 / (o["cpu_seconds"] / min(p, os.cpu_count() or 1)) / 1e9
+            used = max(p, args.scipy_threads if name == "scipy" else 1)        # cores busy
+            o["gflops_cpu"] = FLOPS[r] * n ** 3 / (o["cpu_seconds"] / min(used, os.cpu_count() or 1)) / 1e9
         out[r] = best
     if world.rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
@@ -424,7 +430,9 @@ def markdown(multi: dict, single: dict, load: str) -> str:
         lines += [table(multi, "scalapack"), ""]
     else:
         lines += ["ScaLAPACK was not available (run `make bench-setup`).", ""]
-    lines += [f"One rank, 1 thread: dmath (torch's LAPACK on the whole matrix) next to scipy.linalg "
+    lines += [f"{multi['ranks']} ranks x 1 thread next to scipy.linalg (OpenBLAS) with "
+              f"{multi['ranks']} threads on one process (a separate job):", "", table(multi, "scipy"), ""]
+    lines += [f"One rank, 1 thread: dmath (the measured-faster LAPACK on the whole matrix) next to scipy.linalg "
               f"(OpenBLAS), n={single['n']}:", "", table(single, "scipy"), "",
               "![solvers](img/solvers_cpu.png)", "", *notes(multi), "", END]
     return "\n".join(lines)
@@ -448,10 +456,13 @@ def notes(multi: dict) -> list[str]:
         + "; ".join(verdict) + ". Where dmath's Cholesky spends more CPU than pdpotrf (profiled at "
         "n=4096: the trailing GEMMs are ~55% of its CPU time): the panel TRSM runs through "
         "torch's MKL (~14 GF/s here), the rows each rank sends are copied out first, and each "
-        "panel costs some Python; there is no look-ahead, so ranks wait for the panel owner. On one rank dmath calls torch's LAPACK, which is MKL: on this AMD EPYC MKL "
-        "takes a narrower code path than OpenBLAS (also its GEMM: ~0.85x by CPU time), hence the "
-        "1-rank ratios; the OpenBLAS-GEMM column only changes the blocked loops' trailing updates "
-        "(`DMATH_CPU_GEMM=blas` or a `dmath tune` profile that measured OpenBLAS faster).",
+        "panel costs some Python; there is no look-ahead, so ranks wait for the panel owner. On one "
+        "rank dmath hands the whole matrix to the LAPACK routine that `dmath.linalg.kernel_choice` "
+        "measured faster on this machine (torch's MKL or scipy's OpenBLAS, per routine, dtype and "
+        "size class, measured once and cached): on this AMD EPYC OpenBLAS for potrf and getrf; "
+        "Cholesky factors the row-major piece in place, LU pays one in-place transpose "
+        "(~4% of getrf at n=4096), QR mode 'r' forms no Q. The OpenBLAS-GEMM column forces the "
+        "GEMM kernel (`DMATH_CPU_GEMM=blas`); by default it is measured too.",
         "",
         "GPU (1 rank, `python benchmarks/solvers.py --gpu`, n=8192): dmath calls torch.linalg on "
         "the whole matrix, so the ratio to torch.linalg should be ~1 (target >= 0.9); the figures "
@@ -473,6 +484,7 @@ def main() -> None:
     ap.add_argument("--routines", default=",".join(ROUTINES))
     ap.add_argument("--scalapack", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--single", action="store_true", help="only the 1-rank table (no docs)")
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--fetch-scalapack", action="store_true")
@@ -516,7 +528,18 @@ def main() -> None:
     sca = have_scalapack()
     if not sca:
         print("ScaLAPACK not found (python benchmarks/solvers.py --fetch-scalapack): scipy only")
+    if args.single:                       # the 1-rank job alone: dmath next to scipy, 1 thread
+        single = mpirun(1, common)
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        (OUT / "solvers_single.json").write_text(json.dumps({"single": single, "load": load}))
+        print(f"n={n} float64, 1 rank x 1 thread (load {load})")
+        print(table(single, "scipy"))
+        return
     multi = mpirun(args.ranks, common + (["--scalapack"] if sca else []))
+    threaded = mpirun(1, common + ["--scipy-threads", str(args.ranks)])   # scipy, as many threads
+    for r in ROUTINES:
+        if r in multi and "scipy" in threaded.get(r, {}):
+            multi[r]["scipy"] = threaded[r]["scipy"]
     single = mpirun(1, common)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     (OUT / "solvers_cpu.json").write_text(json.dumps({"multi": multi, "single": single,
@@ -524,6 +547,8 @@ def main() -> None:
     print(f"n={n} float64 nb={args.nb}, {args.ranks} ranks x 1 thread (load {load})")
     if sca:
         print(table(multi, "scalapack"))
+    print(f"{args.ranks} ranks x 1 thread vs scipy with {args.ranks} threads")
+    print(table(multi, "scipy"))
     print("1 rank x 1 thread")
     print(table(single, "scipy"))
     if not args.no_doc:
