@@ -22,11 +22,18 @@
 #                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
 #                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
 #                                          # solvers.py --gpu (incl. eigh, svd); carry data/gz
-# Logs go to $OUT (the device tool's output folder) or benchmarks/out.
+# Logs go to $OUT (the device tool's output folder) or benchmarks/out. zarr is not in the host's
+# image: carry .whl/ made by `pip download --no-deps --only-binary=:all: --python-version 3.12
+# --platform manylinux2014_x86_64 -d .whl zarr numcodecs donfig google-crc32c` (versions of the venv).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-benchmarks/out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 DMATH_DEVICE=cuda
+# packages the host's image lacks (zarr and its codecs for dmath.save), carried as wheels in .whl/
+if ls .whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PWD:/tmp/site
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi -L
