@@ -4,9 +4,11 @@
     python benchmarks/iterative.py --n 16384 --ranks 1 4 16 # the 16-core host
     python benchmarks/iterative.py --no-doc                 # print only
 
-Each iteration is what a user writes by hand: CG's ``A @ p`` (A row-block,
-float64), two ``dot``s, three vector updates; power iteration's ``A @ x`` and a
-``norm``. dmath runs SPMD on N local ranks (one thread each); numpy runs in one
+Each iteration is what a user writes by hand, one function run on numpy and on
+dmath arrays alike: CG's ``A @ p`` (A row-block, float64), two inner products
+``p @ ap``, ``r @ r`` kept as 0-d arrays (no host sync), ``x += alpha * p``,
+``r -= alpha * ap`` and ``p = r + beta * p``; power iteration's ``A @ x``, a
+``norm`` and ``x = y / lam``. dmath runs SPMD on N local ranks (one thread each); numpy runs in one
 process with N BLAS threads on the same cores (what a one-node user would pick
 instead). Both build the same kind of SPD matrix (symmetric Gaussian plus a
 diagonal shift, so CG converges in a few dozen steps), run ``--iters``
@@ -19,14 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, write_section
+from _common import ROOT, run_child, write_section
 
 BEGIN, END = "<!-- benchmarks/iterative.py: begin -->", "<!-- benchmarks/iterative.py: end -->"
 
@@ -37,30 +38,32 @@ def _matrix(xp_normal, n: int):
     return g, 3.0 * np.sqrt(n)
 
 
-def cg(A, b, x, iters: int, dot, item):
-    """``iters`` plain CG steps on A x = b from x (any array type with @, *, +, -)."""
+def cg(A, b, x0, iters: int):
+    """``iters`` plain CG steps on A x = b from x0, as a numpy user writes them: the
+    same code runs on numpy arrays and on dmath arrays (scalars stay 0-d arrays: no
+    host round trip; the updates in place)."""
+    x = x0.copy()
     r = b - A @ x
     p = r.copy()
-    rs = item(dot(r, r))
+    rs = r @ r
     for _ in range(iters):
         ap = A @ p
-        alpha = rs / item(dot(p, ap))
-        x = x + alpha * p
-        r = r - alpha * ap
-        rs_new = item(dot(r, r))
+        alpha = rs / (p @ ap)
+        x += alpha * p
+        r -= alpha * ap
+        rs_new = r @ r
         p = r + (rs_new / rs) * p
         rs = rs_new
     return x
 
 
-def power(A, x, iters: int, norm, item):
-    """``iters`` power-iteration steps; the Rayleigh-style norm estimate."""
-    lam = 0.0
+def power(A, x, iters: int, norm):
+    """``iters`` power-iteration steps; the last norm (the dominant |eigenvalue| estimate)."""
     for _ in range(iters):
         y = A @ x
-        lam = item(norm(y))
-        x = y * (1.0 / lam)
-    return lam
+        lam = norm(y)
+        x = y / lam
+    return float(lam)
 
 
 def _time(fn, repeat: int) -> float:
@@ -79,11 +82,11 @@ def run_numpy(n: int, iters: int, repeat: int) -> dict:
     del g
     b = rng.standard_normal(n)
     x0 = np.zeros(n)
-    cg(A, b, x0, 3, np.dot, float)
-    t_cg = _time(lambda: cg(A, b, x0, iters, np.dot, float), repeat)
-    x = cg(A, b, x0, iters, np.dot, float)
+    cg(A, b, x0, 3)
+    t_cg = _time(lambda: cg(A, b, x0, iters), repeat)
+    x = cg(A, b, x0, iters)
     res = float(np.linalg.norm(b - A @ x) / np.linalg.norm(b))
-    t_pw = _time(lambda: power(A, b, iters, np.linalg.norm, float), repeat)
+    t_pw = _time(lambda: power(A, b, iters, np.linalg.norm), repeat)
     return {"cg": t_cg / iters, "power": t_pw / iters, "residual": res}
 
 
@@ -98,18 +101,16 @@ def run_dmath(n: int, iters: int, repeat: int) -> dict:
     del g
     b = dmath.random.normal((n,), seed=1, layout=rows)
     x0 = dmath.zeros((n,), layout=rows)
-    item = lambda s: s.item()          # noqa: E731  (a 0-d dmath array -> float)
-
     def barrier_after(fn):
         def timed():
             fn()
             world.barrier()
         return timed
-    cg(A, b, x0, 3, dmath.dot, item)
-    t_cg = _time(barrier_after(lambda: cg(A, b, x0, iters, dmath.dot, item)), repeat)
-    x = cg(A, b, x0, iters, dmath.dot, item)
+    cg(A, b, x0, 3)
+    t_cg = _time(barrier_after(lambda: cg(A, b, x0, iters)), repeat)
+    x = cg(A, b, x0, iters)
     res = dmath.norm(b - A @ x).item() / dmath.norm(b).item()
-    t_pw = _time(barrier_after(lambda: power(A, b, iters, dmath.norm, item)), repeat)
+    t_pw = _time(barrier_after(lambda: power(A, b, iters, dmath.norm)), repeat)
     import torch
     t = world.allreduce(torch.tensor([t_cg, t_pw], dtype=torch.float64), op="max").tolist()
     out = {"cg": t[0] / iters, "power": t[1] / iters, "residual": res}
@@ -117,25 +118,10 @@ def run_dmath(n: int, iters: int, repeat: int) -> dict:
 
 
 def _launch(system: str, n: int, ranks: int, args) -> dict:
-    sys.path.insert(0, str(ROOT))
-    from dmath.cli.launch import launch_env, mpiexec_command
     argv = [str(Path(__file__).resolve()), "--child", system, "--n", str(n),
             "--iters", str(args.iters), "--repeat", str(args.repeat)]
-    if system == "numpy":
-        env = dict(os.environ)
-        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[k] = str(ranks)
-        cmd = [sys.executable] + argv
-    else:
-        env = launch_env(ranks)
-        env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"
-        cmd = mpiexec_command(ranks, argv)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return run_child(argv, ranks, mpi=system != "numpy",
+                     single_thread=("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"), timeout=1800)
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ from ..ops.creation import zeros
 from ..runtime.dispatch import command
 from ..runtime.plans import PlanCache
 from .gemm_driver import matmul_2d
+from .matvec import matvec
 from .precision import result_dtype
 
 
@@ -115,6 +116,11 @@ def matmul(A: DArray, B: DArray, out_layout: Layout | None = None, algorithm: st
             raise ValueError(f"matmul: algorithm={algorithm!r} applies to 2-D products; "
                              f"batched products of {A.shape} @ {B.shape} run locally per batch")
         return _batched(A, B, out_layout, out_dtype)
+    if type(A) is DArray and type(B) is DArray and B.ndim == 1 and algorithm == "auto" \
+            and out_layout is None and out_dtype is None and wire == "auto":
+        y = _vector_product(A, B)
+        if y is not None:
+            return y
     return matmul_2d(A, B, out_layout=out_layout, algorithm=algorithm, out_dtype=out_dtype,
                      wire=wire)
 
@@ -217,26 +223,44 @@ _INNER = PlanCache("inner product")
 
 
 def _inner_plan(a: DArray, b: DArray):
-    """(b's layout to align to, the communicator of the sum) for ``dot`` of two
-    1-D float arrays of one dtype, neither partial: one local dot and one
-    all-reduce of a scalar. False: the general path (GEMM) instead."""
+    """(the layout to move b to or None, the communicator of the sum or None) for
+    ``dot`` of two 1-D float arrays of one dtype, neither partial: one local dot and
+    one all-reduce of a scalar. False: the general path (GEMM) instead."""
     if a.shape != b.shape or a.grid != b.grid or a.layout.partial or b.layout.partial \
             or a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float64):
         return False
     axes = a.layout.dims[0].axes
-    return Layout(a.layout.dims[0]), (a.grid.comm(axes) if axes else None)
+    layout = Layout(a.layout.dims[0])
+    comm = a.grid.comm(axes) if axes else None
+    return (None if b.layout == layout else layout), (comm if comm and comm.size > 1 else None)
 
 
-def _inner(a: DArray, b: DArray, layout: Layout, comm) -> DArray:
+def _inner(a: DArray, b: DArray, move: Layout | None, comm) -> DArray:
     """sum(a * b) as a replicated 0-d array (see ``_inner_plan``)."""
-    y = b._local if b.layout == layout else b.redistribute(layout)._local
-    r = torch.dot(a._local, y)
+    r = torch.dot(a._local, b._local if move is None else b.redistribute(move)._local)
     if comm is not None:
-        r = comm.allreduce(r)
+        if r.device.type == "cpu":            # in place, into the new 0-d tensor
+            comm.host_allreduce_(r)
+        else:
+            r = comm.allreduce(r)
     return DArray(r, (), _SCALAR, a.grid)
 
 
 _SCALAR = Layout()
+
+
+def _vector_product(a: DArray, b: DArray) -> DArray | None:
+    """``a @ b`` for a 1-D ``b`` on a planned fast path (inner product: one local dot and
+    one all-reduce; matrix-vector: ``matvec``), or None: the general GEMM."""
+    if a.ndim == 1:
+        key = (a.shape, a.layout, a._local.dtype, b.shape, b.layout, b._local.dtype, a.grid, b.grid)
+        p = _INNER.get(key)
+        if p is None:
+            p = _INNER.put(key, _inner_plan(a, b))
+        return None if p is False else _inner(a, b, *p)
+    if a.ndim == 2:
+        return matvec(a, b)
+    return None
 
 
 @command
@@ -248,13 +272,10 @@ def dot(a: DArray, b: DArray) -> DArray:
     _darray(b, "dot", "b")
     if a.ndim == 0 or b.ndim == 0:
         return multiply(a, b)
-    if a.ndim == 1 and b.ndim == 1:
-        key = (a.shape, a.layout, a._local.dtype, b.shape, b.layout, b._local.dtype, a.grid, b.grid)
-        p = _INNER.get(key)
-        if p is None:
-            p = _INNER.put(key, _inner_plan(a, b))
-        if p is not False:
-            return _inner(a, b, *p)
+    if b.ndim == 1 and a.ndim <= 2:
+        y = _vector_product(a, b)
+        if y is not None:
+            return y
     if a.ndim <= 2 and b.ndim <= 2:
         return matmul_2d(a, b)
     return tensordot(a, b, axes=([a.ndim - 1], [max(b.ndim - 2, 0)]))

@@ -38,6 +38,7 @@ import torch
 
 from ..array import OPERATORS, DArray, Dim, Layout, as_dtype, global_indices, local_shape
 from ..runtime.dispatch import command
+from ..runtime import plans
 from ..runtime.plans import PlanCache
 
 Axis = "int | tuple[int, ...] | None"
@@ -464,6 +465,21 @@ def _abs(a: DArray) -> DArray:
     return DArray(x.abs(), a.shape, a.layout, a.grid)
 
 
+_VECTOR_NORM = (torch.float32, torch.float64)
+
+
+def _vector_2norm(a: DArray) -> DArray:
+    """``norm(a)`` of a 1-D float array on the planned path (power iteration's step):
+    the kernels and the all-reduce of the general path (``_abs``, ``_vector_norm``),
+    the sum reduced in place, without the general path's checks and arrays."""
+    p = _reduction(a, (0,), False, True)
+    local = torch.sum(a._local.abs().square(), dim=(0,), keepdim=False)
+    if p.comm is not None:
+        local = p.comm.host_allreduce_(local) if local.device.type == "cpu" \
+            else p.comm.allreduce(local, "sum")
+    return DArray(local.reshape(p.local_shape).sqrt(), p.shape, p.layout, a.grid)
+
+
 def _vector_norm(x: DArray, axes: tuple, ord, keepdims: bool) -> DArray:
     if ord is None or ord == 2:
         s = _sum(x, axes, keepdims, x=x.local.square())
@@ -524,6 +540,9 @@ def norm(a: DArray, ord=None, axis: Axis = None, keepdims: bool = False) -> DArr
 
     Half-precision inputs accumulate in float32; the result has the input's
     (real) dtype (integer inputs: float64, as numpy)."""
+    if ord is None and axis is None and not keepdims and type(a) is DArray and a.ndim == 1 \
+            and plans.ENABLED and not a.layout.partial and a._local.dtype in _VECTOR_NORM:
+        return _vector_2norm(a)
     _array(a)
     if axis is None and ord is not None and a.ndim not in (1, 2):
         raise ValueError(f"Improper number of dimensions to norm: ord={ord!r} with axis=None "

@@ -325,19 +325,33 @@ class _OpSpec:
 
     def _same(self, a, b) -> DArray | None:
         """The steady-state path of ``a op b`` for a DArray ``a`` (no partial sums) and
-        a Python int/float or a DArray of the same shape, layout and grid whose loop
-        dtypes are known: the kernel on the pieces as they are. None: the general path
+        a Python int/float or a DArray of the same shape, layout and grid, or either one
+        0-d (replicated, as dots and norms return), whose loop dtypes are known: the
+        kernel on the pieces as they are. None: the general path
         (``_apply``, which computes the same)."""
         if type(a) is not DArray or a.layout.partial:
             return None
         tb = type(b)
+        if not a.shape and tb is DArray and b.shape and b.grid is a.grid \
+                and not b.layout.partial:
+            # a 0-d (replicated) times an array: the kernel on b's pieces, b's layout
+            hit = _LOOPS.get((self.ufunc, (a._local.dtype, b._local.dtype), None))
+            if hit is None:
+                return None
+            (da, db), out = hit
+            x = a._local if a._local.dtype == da else a._local.to(da)
+            r = self.fn(x, b._local if b._local.dtype == db else b._local.to(db))
+            if r.dtype != out:
+                r = r.to(out)
+            return DArray(r, b.shape, b.layout, b.grid)
         if tb is float or tb is int:
             hit = _LOOPS.get((self.ufunc, (a._local.dtype, tb), None))
             if hit is None:
                 return None
             (da, db), out = hit
             y = _PY[db](b)
-        elif tb is DArray and b.layout == a.layout and b.shape == a.shape and b.grid is a.grid:
+        elif tb is DArray and b.grid is a.grid and ((b.layout == a.layout and b.shape == a.shape)
+                                                    or not (b.shape or b.layout.partial)):
             hit = _LOOPS.get((self.ufunc, (a._local.dtype, b._local.dtype), None))
             if hit is None:
                 return None
@@ -529,6 +543,9 @@ def apply_into(out: DArray, op: str, *operands) -> DArray:
     own pieces; returns ``out``. All checks come first: ``out`` must be a DArray on
     the operands' grid with the result's shape, and the result must cast to
     ``out.dtype`` under numpy's ``same_kind`` rule; nothing is written otherwise."""
+    if len(operands) == 2 and operands[0] is out and plans.ENABLED and _in_place(out, op,
+                                                                                operands[1]):
+        return out
     spec = OPS.get(op)
     if spec is None:
         raise ValueError(f"apply_into: unknown elementwise op {op!r}; known: {sorted(OPS)}")
@@ -558,6 +575,42 @@ def apply_into(out: DArray, op: str, *operands) -> DArray:
         loop_dtypes(spec.ufunc, tuple(keys), out=out.dtype, name=op)
     lin = spec.linear_when is not None and spec.linear_when(*operands)
     return _store(out, _apply(spec.fn, operands, op, spec.ufunc, lin))
+
+
+_IN_PLACE = {"add": torch.Tensor.add_, "subtract": torch.Tensor.sub_,
+             "multiply": torch.Tensor.mul_, "divide": torch.Tensor.div_}
+
+
+def _in_place(out: DArray, op: str, b) -> bool:
+    """``out op= b`` as one in-place torch kernel on out's piece (``x += alpha * p``
+    with no temporary) where that computes what ``apply_into`` does: a float32/64
+    DArray ``out`` (no partial sums) and ``b`` a Python float/int or a DArray of
+    out's dtype with out's shape and layout, or 0-d. False: nothing was written,
+    the general path runs (on this rank; neither path communicates here)."""
+    kernel = _IN_PLACE.get(op)
+    if kernel is None or type(out) is not DArray or out.layout.partial:
+        return False
+    t = out._local
+    if t.dtype is not torch.float64 and t.dtype is not torch.float32:
+        return False
+    tb = type(b)
+    if tb is DArray:
+        y = b._local
+        if y.dtype is not t.dtype or b.grid is not out.grid or b.layout.partial or not (
+                (b.shape == out.shape and b.layout == out.layout) or not b.shape):
+            return False
+        if y is not t and y.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+            return False                  # another view of out's memory: read before written
+    elif tb is float or tb is int:
+        y = b
+    else:
+        return False
+    try:
+        kernel(t, y)
+    except RuntimeError:                  # e.g. a piece with self-overlapping strides
+        return False
+    out.touch()
+    return True
 
 
 def _inplace(op: str) -> Callable:

@@ -154,6 +154,27 @@ class Comm:
             return self.allreduce(t.to(torch.float32), op).to(t.dtype)
         return tr.allreduce(self._flat(t), op).view(t.shape)
 
+    def host_allreduce_(self, t: torch.Tensor) -> torch.Tensor:
+        """Sum of a contiguous CPU float/int ``t`` over the group, written into ``t``
+        (a scalar reduction's steady-state path: no new tensor); returns ``t``."""
+        n = t.numel() * t.element_size()
+        STATS.record("allreduce", n, n)
+        if self.size > 1:
+            self.mpi.Allreduce(MPI.IN_PLACE, t.view(-1).numpy(), op=MPI.SUM)
+        return t
+
+    def host_allgatherv_into(self, t: torch.Tensor, out: torch.Tensor, counts: Sequence[int],
+                             displs: Sequence[int]) -> torch.Tensor:
+        """``allgatherv`` of contiguous CPU ``t`` into the flat CPU ``out`` (rank i's
+        ``counts[i]`` elements at ``displs[i]``); returns ``out``."""
+        nbytes = t.element_size()
+        STATS.record("allgather", t.numel() * nbytes * (self.size - 1),
+                     (sum(counts) - t.numel()) * nbytes)
+        if self.size == 1:
+            return out.copy_(t.view(-1))
+        self.mpi.Allgatherv(t.numpy(), [out.numpy(), (counts, displs)])
+        return out
+
     def allgatherv(self, t: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
         """Concatenate every rank's flat ``t`` (``counts[i]`` elements from rank i)."""
         nbytes = t.element_size()

@@ -8,11 +8,14 @@ with more than one rank:
 
 * **Check** (``DMATH_SPMD_CHECK=1``, opt-in; the tests turn it on): each
   top-level dmath call first agrees, over a communicator of its own, a hash of
-  (call number, command, arguments) -- one 16-byte all-reduce. Arrays enter
+  (call number, command, arguments, the layout cache's hit and miss counts) --
+  one 16-byte all-reduce. Arrays enter
   as shape, dtype and layout; numbers, keys, slices and numpy arrays by value;
   a rank's own data (torch tensors, ``local=`` arguments as ``from_scalapack``'s)
   and ``client_only`` arguments not at all. Ranks that disagree all raise ``DivergenceError`` naming each
-  rank's call and the line of the program that made it. Off, it costs one
+  rank's call and the line of the program that made it; ranks that made the same
+  calls but whose cached copies hit on some and missed on others (dmath deciding
+  on a rank's own piece, issue 18's hang) raise it naming the call. Off, it costs one
   global read per call.
 * **Watchdog** (``DMATH_SPMD_TIMEOUT`` seconds, default 300; 0 turns it off):
   a thread on each rank samples, once a second, the dmath call the main
@@ -59,6 +62,7 @@ class Check:
         self.comm = comm
         self.depth = 0
         self.seq = 0
+        self.previous = None          # the last call's command (named when caches diverge)
         self._buf = np.empty(2, np.int64)
 
     def __call__(self, spec, args: tuple, kwargs: dict):
@@ -68,12 +72,14 @@ class Check:
         try:
             self.seq += 1
             self._agree(spec, args, kwargs)
+            self.previous = spec.key
             return spec.fn(*args, **kwargs)
         finally:
             self.depth = 0
 
     def _agree(self, spec, args: tuple, kwargs: dict) -> None:
-        fp = (self.seq, spec.key, _call_print(spec, args, kwargs))
+        cache = _cache_counts()
+        fp = (self.seq, spec.key, _call_print(spec, args, kwargs), cache)
         h = int.from_bytes(hashlib.blake2b(repr(fp).encode(), digest_size=8).digest(),
                            "little", signed=True)
         h = max(h, -(2**63) + 1)
@@ -82,11 +88,29 @@ class Check:
         if self._buf[0] == h and -self._buf[1] == h:
             return
         here = describe_call(spec, args, kwargs, sys._getframe(3))
-        calls = self.comm.allgather(f"call #{self.seq}: {here}")
-        lines = "\n".join(f"  rank {r}: {c}" for r, c in enumerate(calls))
+        calls = self.comm.allgather((f"call #{self.seq}: {here}", _call_print(spec, args, kwargs),
+                                     cache))
+        prev = self.previous
+        lines = "\n".join(f"  rank {r}: {c[0]}" for r, c in enumerate(calls))
+        if all(c[1] == calls[0][1] for c in calls):
+            counts = ", ".join(f"rank {r}: {c[2]}" for r, c in enumerate(calls))
+            raise DivergenceError(
+                "SPMD ranks diverged inside dmath: they made the same calls, but the layout "
+                f"cache's (hits, misses) differ ({counts}) after call #{self.seq - 1} ({prev}): "
+                "a cached copy was used on some ranks and made on others, a decision that "
+                "depended on a rank's own piece (a dmath bug; DMATH_SPMD_CHECK). Now at\n"
+                + lines)
         raise DivergenceError(
             "SPMD ranks diverged: every rank must make the same dmath calls with the same "
             f"arguments (DMATH_SPMD_CHECK), but\n{lines}")
+
+
+def _cache_counts() -> tuple:
+    """(hits, misses) of the layout cache (``caching.LAYOUTS``): a miss gathers or
+    moves data, so every rank must count alike; agreed with each call's arguments,
+    which checks the rule that no cache hit depends on a rank's own piece."""
+    from . import caching
+    return (caching.LAYOUTS.hits, caching.LAYOUTS.misses)
 
 
 PER_RANK = ("local",)     # parameters that hold a rank's own data (from_scalapack's local)

@@ -1,0 +1,125 @@
+"""Matrix-vector products and inner products on the steady-state path.
+
+Iterative methods (CG, power iteration, Lanczos) call ``A @ p`` and ``p @ q``
+with a new vector every step, so a product's cost there is its planning and
+the collectives around the kernel, not the GEMM choice. ``plan(A, v)`` decides
+once per (shapes, layouts, dtypes, grid) whether ``A @ v`` is
+
+    v[R]      := all-gather v           (or v's cached replicated copy)
+    y[A rows] := A[A rows, :] @ v[R]    (one local GEMV; A's columns whole)
+
+which is what the general GEMM (``gemm_driver``, algorithm ``replicate_b``)
+runs for such operands; the plan then skips the general machinery (matrix
+views, the algorithm's redistributions of C, casts) and calls the same
+kernel, so results are bit-identical. Any other case (A's columns sharded,
+partial sums, mixed dtypes, a wire format) returns None: the general path.
+
+The gathered copy is cached on ``v`` like ``v.redistribute(replicated())``'s
+(until v is written), so a repeated ``M @ v`` does not gather again.
+"""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from ..array import DArray, Layout, wire as _wire
+from ..array.distribution import dim_map
+from ..runtime import caching
+from ..runtime import plans
+from ..runtime.plans import PlanCache
+from ._local import pick_inner
+from .kernels import local_gemm
+
+_REPLICATED = Layout()
+_FLOATS = (torch.float32, torch.float64)
+
+
+class MatVec:
+    """A planned ``A @ v`` (A 2-D, v 1-D; see the module docstring)."""
+
+    __slots__ = ("shape", "layout", "local", "k", "rep", "comm", "counts", "displs")
+
+
+    def __init__(self, A: DArray, v: DArray, product):
+        grid = A.grid
+        self.k = v.shape[0]
+        self.shape, self.layout, self.local = product.out
+        self.rep = _REPLICATED.resolve(grid, 1)
+        d = v.layout.dims[0]
+        self.comm = self.counts = self.displs = None
+        if d.axes:
+            comm = grid.comm(d.axes)
+            if comm.size > 1:
+                self.comm = comm
+                # balanced blocks in the sub-communicator's order (``AllGather``'s)
+                self.counts = [int(c) for c in dim_map(self.k, comm.size, None).sizes]
+                self.displs = list(itertools.accumulate([0] + self.counts[:-1]))
+
+    def gather(self, v: DArray) -> torch.Tensor:
+        """v's elements, whole, on this rank (cached on ``v`` as its replicated copy)."""
+        if self.comm is None:
+            return v._local
+        hit = caching.LAYOUTS.get(v, (self.rep, v.grid))
+        if hit is not None:
+            return hit._local
+        t = v._local
+        n, item = self.k, t.element_size()
+        if t.device.type == "cpu":                # host MPI straight into the result
+            out = self.comm.host_allgatherv_into(t.contiguous(), torch.empty(n, dtype=t.dtype),
+                                                 self.counts, self.displs)
+        else:
+            out = self.comm.allgatherv(t, self.counts)
+        rep = DArray(out, v.shape, self.rep, v.grid)
+        rep._cached = True
+        caching.LAYOUTS.put(v, (self.rep, v.grid), rep, n * item)
+        return out
+
+    def run(self, A: DArray, v: DArray) -> DArray:
+        x = self.gather(v).view(self.k, 1)
+        y = local_gemm(A._local, pick_inner(x, 0, A, 1))
+        return DArray(y.view(self.local), self.shape, self.layout, A.grid)
+
+
+_MATVEC = PlanCache("matrix-vector product")
+
+
+def _plan(A: DArray, v: DArray):
+    """A ``MatVec`` when ``A @ v`` is one gather and one local GEMV, else False."""
+    from .gemm_driver import _product
+    if A.grid != v.grid or A.layout.partial or v.layout.partial or A.dtype != v.dtype \
+            or A.dtype not in _FLOATS or A.shape[1] != v.shape[0]:
+        return False
+    if A.layout.dims[1].axes:                 # A's columns sharded: summands, reduced
+        return False
+    d = v.layout.dims[0]
+    if d.axes and d.block is not None:        # block-cyclic v: the general gather
+        return False
+    product = _product(A, v, None, "auto", None, None)
+    if product.out is None:
+        return False
+    if product.variant is not None:
+        from .replicate import natural_layout
+        if product.name != "replicate_b" or product.kwargs:
+            return False
+        nat = natural_layout(product.prob, "replicate_b")
+        if nat.partial or nat != product.prob.out_layout:
+            return False
+    shape, layout, _ = product.out
+    if layout.dims[0] != A.layout.dims[0]:
+        return False
+    return MatVec(A, v, product)
+
+
+def matvec(A: DArray, v: DArray) -> DArray | None:
+    """``A @ v`` on the planned path, or None where the general GEMM must run
+    (every rank decides alike: the plan depends on descriptions only)."""
+    if not plans.ENABLED:
+        return None
+    key = (A.shape, A.layout, A._local.dtype, v.shape, v.layout, v._local.dtype, A.grid, v.grid)
+    p = _MATVEC.get(key)
+    if p is None:
+        p = _MATVEC.put(key, _plan(A, v))
+    if p is False or _wire.current() is not None:
+        return None
+    return p.run(A, v)
