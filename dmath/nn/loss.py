@@ -13,6 +13,12 @@ all-reduce(sum), so no rank ever holds a whole row.
     lse_i = m_i + log sum_k exp(x_ik - m_i);   loss_i = lse_i - x_{i, t_i}
     dlogits_ik = (softmax_ik - [k == t_i]) * dloss_i
 
+With K unsharded (each rank holds whole rows: data parallel) the rows go
+through torch's log-softmax kernel instead, as ``F.cross_entropy`` does:
+loss_i = -log_softmax(x)_{i, t_i}, softmax = exp(log_softmax). A target
+outside [0, K) matches no class (its loss is then -0 there, lse_i on the
+sharded path): targets are not checked, which would take a host sync.
+
 Half-precision logits are processed in float32; dlogits has the logits' dtype.
 """
 from __future__ import annotations
