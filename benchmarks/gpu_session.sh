@@ -12,6 +12,8 @@
 #                                          # CUDA graph, torch.compile), one matmul call vs torch
 #   bash benchmarks/gpu_session.sh cpu16    # the 16-core host's CPUs: iterative.py (CG, power
 #                                          # iteration vs numpy threads), dispatch.py
+#   bash benchmarks/gpu_session.sh cpu16b   # the 16-core host's CPUs: train.py LeNet on 4/16 ranks,
+#                                          # fft.py 256^3 on 1/4/16 ranks, eigh/svd vs ScaLAPACK
 #   bash benchmarks/gpu_session.sh operators  # operator tests on CUDA (1-4 ranks, both modes); dispatch
 #                                          # benchmark on CPU tensors (quiet host: writes docs) and --gpu
 # Logs go to $OUT (the device tool's output folder) or benchmarks/out.
@@ -63,6 +65,16 @@ case "${1:-tests}" in
     export DMATH_DEVICE=cpu
     timeout 330 python3 benchmarks/iterative.py --n 1024 16384 --ranks 1 2 4 16 --no-doc 2>&1 | tee "$OUT/cpu16_iterative.log" | tail -10
     timeout 200 python3 benchmarks/dispatch.py --ranks 1 2 --no-doc 2>&1 | tee "$OUT/cpu16_dispatch.log" | tail -26
+    ;;
+  cpu16b)  # the 16-core host's CPUs, round 3: data-parallel LeNet on 4/16 ranks vs one torch
+           # process with as many threads; 3-D FFT on 1/4/16 ranks; eigh/svd vs scipy and
+           # ScaLAPACK (carry data/gz and .venv/scalapack/debs)
+    export DMATH_DEVICE=cpu
+    [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
+    timeout 200 python3 benchmarks/train.py --models lenet --ranks 4,16 --mode spmd --no-doc 2>&1 | tee "$OUT/cpu16_train.log" | tail -12
+    timeout 120 python3 benchmarks/fft.py --n 256 --ranks 1 4 16 --repeat 2 2>&1 | tee "$OUT/cpu16_fft.log" | tail -12
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    timeout 200 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 2048 --nb 64 --repeats 1 2>&1 | tee "$OUT/cpu16_spectral.log" | tail -10
     ;;
   solvers)
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_solvers.py 2>&1 | tee "$OUT/gpu_solvers_tests.log" | tail -5

@@ -5,7 +5,8 @@
     python benchmarks/solvers.py --fetch-scalapack # what `make bench-setup` runs (see below)
     python benchmarks/solvers.py --gpu             # 1 rank on the GPU: dmath vs torch.linalg
     python benchmarks/solvers.py --spectral --ranks 2 --sizes 512,1024 --nb 64
-                                                   # eigh, eigvalsh, svd vs scipy, same threads
+                                                   # eigh, eigvalsh, svd vs scipy, same threads,
+                                                   # and ScaLAPACK's pdsyevd / pdsyev / pdgesvd
 
 CPU part, in one MPI job of 4 ranks x 1 thread on a 2 x 2 grid, block-cyclic
 nb: dmath's cholesky, lu and qr next to ScaLAPACK's pdpotrf, pdgetrf and
@@ -60,7 +61,8 @@ def fetch_scalapack() -> None:
         print(f"ScaLAPACK already in {SCALAPACK}")
         return
     try:
-        subprocess.run(["apt-get", "download", *DEBS], cwd=debs, check=True)
+        if not list(debs.glob("*.deb")):          # carried debs (no network) are unpacked as they are
+            subprocess.run(["apt-get", "download", *DEBS], cwd=debs, check=True)
         for deb in debs.glob("*.deb"):
             subprocess.run(["dpkg-deb", "-x", str(deb), str(SCALAPACK)], check=True)
     except (OSError, subprocess.CalledProcessError) as e:
@@ -115,6 +117,37 @@ class ScaLAPACK:
             work = np.zeros(int(q[0]) + 1)
             self.lib.pdgeqrf_(*args, work.ctypes.data_as(ctypes.c_void_p), i(len(work)),
                               ctypes.byref(info))
+        return info.value
+
+    def spectral(self, routine: str, a, n: int, nb: int) -> int:
+        """pdsyevd (eigh), pdsyev values only (eigvalsh: pdsyevd has no JOBZ='N'), pdgesvd
+        (svd: U and VT; svdvals: values only) on the Fortran-ordered local array ``a`` (destroyed); returns info."""
+        import numpy as np
+        i, info = self._i, ctypes.c_int()
+        d = self.desc(n, nb, a.shape[0])
+        vp = lambda x: x.ctypes.data_as(ctypes.c_void_p)                     # noqa: E731
+        w = np.zeros(n)
+        z = np.zeros_like(a, order="F")
+        q, iq = np.zeros(1), np.zeros(1, dtype=np.int32)
+        if routine == "eigh":
+            head = (b"V", b"L", i(n), vp(a), i(1), i(1), d, vp(w), vp(z), i(1), i(1), d)
+            self.lib.pdsyevd_(*head, vp(q), i(-1), vp(iq), i(-1), ctypes.byref(info))
+            work, iwork = np.zeros(int(2 * q[0]) + 1), np.zeros(int(iq[0]) + 1, dtype=np.int32)
+            self.lib.pdsyevd_(*head, vp(work), i(len(work)), vp(iwork), i(len(iwork)),
+                              ctypes.byref(info))
+        elif routine == "eigvalsh":
+            head = (b"N", b"L", i(n), vp(a), i(1), i(1), d, vp(w), vp(z), i(1), i(1), d)
+            self.lib.pdsyev_(*head, vp(q), i(-1), ctypes.byref(info))
+            work = np.zeros(int(2 * q[0]) + 1)
+            self.lib.pdsyev_(*head, vp(work), i(len(work)), ctypes.byref(info))
+        else:
+            vt = np.zeros_like(a, order="F")
+            job = b"V" if routine == "svd" else b"N"                 # svdvals: values only
+            head = (job, job, i(n), i(n), vp(a), i(1), i(1), d, vp(w), vp(z), i(1), i(1), d,
+                    vp(vt), i(1), i(1), d)
+            self.lib.pdgesvd_(*head, vp(q), i(-1), ctypes.byref(info))
+            work = np.zeros(int(2 * q[0]) + 1)
+            self.lib.pdgesvd_(*head, vp(work), i(len(work)), ctypes.byref(info))
         return info.value
 
 
@@ -217,7 +250,7 @@ def worker_gpu(args) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-SPECTRAL = ("eigh", "eigvalsh", "svd")
+SPECTRAL = ("eigh", "eigvalsh", "svd", "svdvals")
 
 
 def worker_spectral(args) -> None:
@@ -242,7 +275,8 @@ def worker_spectral(args) -> None:
         lib.scipy_openblas_set_num_threads(args.scipy_threads)
         fns = {"eigh": lambda: sl.eigh(s, driver="evd", check_finite=False),
                "eigvalsh": lambda: sl.eigh(s, eigvals_only=True, driver="evd", check_finite=False),
-               "svd": lambda: sl.svd(a, check_finite=False)}
+               "svd": lambda: sl.svd(a, check_finite=False),
+               "svdvals": lambda: sl.svd(a, compute_uv=False, check_finite=False)}
         out["threads"] = args.scipy_threads
     else:
         grid = dmath.Grid(dmath.runtime.most_square(p))
@@ -250,16 +284,30 @@ def worker_spectral(args) -> None:
         S, A = (dmath.from_numpy(x, lay, grid=grid) for x in (s, a))
         fns = {"eigh": lambda: dmath.linalg.eigh(S, nb=nb),
                "eigvalsh": lambda: dmath.linalg.eigvalsh(S, nb=nb),
-               "svd": lambda: dmath.linalg.svd(A, nb=nb)}
+               "svd": lambda: dmath.linalg.svd(A, nb=nb),
+               "svdvals": lambda: dmath.linalg.svdvals(A, nb=nb)}
+    sca = ScaLAPACK(*grid.shape) if (args.scalapack and not args.scipy_threads and p > 1) else None
     for r in args.routines.split(","):
-        best = 1e30
+        best = best_sca = 1e30
         for rep in range(args.repeats + 1):
             world.barrier()
             w, _ = timed(fns[r])
             w = max(world.allgather_obj(w))
             if rep:
                 best = min(best, w)
+            if sca is not None:
+                piece = (S if r.startswith("eig") else A).to_scalapack()
+                world.barrier()
+                info = []
+                w, _ = timed(lambda: info.append(sca.spectral(r, piece, n, nb)))
+                if info[0]:
+                    raise RuntimeError(f"ScaLAPACK {r}: info={info[0]}")
+                w = max(world.allgather_obj(w))
+                if rep:
+                    best_sca = min(best_sca, w)
         out[r] = best
+        if sca is not None:
+            out["scalapack_" + r] = best_sca
     if world.rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
 
@@ -271,14 +319,16 @@ def spectral(args) -> None:
         for p in sorted({1, args.ranks}):
             common = ["--spectral", "--n", str(n), "--nb", str(args.nb), "--repeats",
                       str(args.repeats), "--routines", ",".join(SPECTRAL)]
-            mine = mpirun(p, common)
+            mine = mpirun(p, common + (["--scalapack"] if have_scalapack() and p > 1 else []))
             ref = mpirun(1, common + ["--scipy-threads", str(p)])
             for r in SPECTRAL:
-                rows.append((r, n, p, mine[r], ref[r]))
-    print("| routine | n | ranks (scipy threads) | dmath s | scipy s | speed ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for r, n, p, d, t in rows:
-        print(f"| {r} | {n} | {p} | {d:.3f} | {t:.3f} | {t / d:.2f} |")
+                rows.append((r, n, p, mine[r], ref[r], mine.get("scalapack_" + r)))
+    print("| routine | n | ranks (scipy threads) | dmath s | scipy s | ratio vs scipy "
+          "| ScaLAPACK s | ratio vs ScaLAPACK |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r, n, p, d, t, sc in rows:
+        vs = f"{sc:.3f} | {sc / d:.2f}" if sc else "- | -"
+        print(f"| {r} | {n} | {p} | {d:.3f} | {t:.3f} | {t / d:.2f} | {vs} |")
     (OUT / "solvers_spectral.json").write_text(json.dumps(rows, indent=1))
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._bc import BC, sub_gemm
+from ._bc import BC
 from . import reflectors
 
 
@@ -44,10 +44,7 @@ def reduce(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         kb = min(nb, n - k)
         P = reflectors.cols(M, k, k + kb)
         R = reflectors.rows(M, k, k + kb)
-        U = torch.zeros((m, kb), dtype=dt, device=dev)
-        X = torch.zeros((m, kb), dtype=dt, device=dev)
-        Y = torch.zeros((n, kb), dtype=dt, device=dev)
-        V = torch.zeros((n, kb), dtype=dt, device=dev)
+        U, X, Y, V = reflectors.workspace(M, [m, m, n, n], kb)
         for i in range(kb):
             j = k + i
             col = P[:, i] - U[:, :i] @ Y[j, :i] - X[:, :i] @ V[j, :i]
@@ -80,33 +77,30 @@ def reduce(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             x = x - U[:, :i + 1] @ (Y[:, :i + 1].T @ vrow) - X[:, :i] @ (V[:, :i].T @ vrow)
             x[: j + 1] = 0
             X[:, i] = tp * x
-        r0, c0 = M.lrow(k + kb), M.lcol(k + kb)
-        if r0 < a.shape[0] and c0 < a.shape[1]:                     # A -= U Y^T + X V^T
-            L = torch.cat([U[gr_t[r0:]], X[gr_t[r0:]]], 1)
-            Rt = torch.cat([Y[gc_t[c0:]], V[gc_t[c0:]]], 1)
-            sub_gemm(a[r0:, c0:], L, Rt.T)
+        reflectors.trailing(M, k + kb, [U, X], [Y, V])              # A -= U Y^T + X V^T
     return d, e, tauq, taup
 
 
-def _panels(n: int, nb: int):
-    return reversed([(k, min(nb, n - k)) for k in range(0, n, nb)])
+def panels(M: BC) -> list[tuple[int, int]]:
+    """(k, kb) of ``reduce``'s panels."""
+    return [(k, min(M.nb, M.n - k)) for k in range(0, M.n, M.nb)]
 
 
-def back_q(M: BC, tauq: np.ndarray, C: BC) -> None:
-    """C := Q C in place (C: m rows, block-cyclic like M)."""
-    dt = C.a.dtype
-    for k, kb in _panels(M.n, M.nb):
-        V = reflectors.cols(M, k, k + kb).to(dt)
-        g = torch.arange(M.m, device=V.device)[:, None]
-        j = torch.arange(k, k + kb, device=V.device)[None, :]
-        V = torch.where(g >= j, V, torch.zeros((), dtype=dt, device=V.device))
-        reflectors.apply(C, V, torch.from_numpy(tauq[k:k + kb]).to(dtype=dt, device=V.device), k)
+def keep_q(M: BC) -> reflectors.Kept:
+    """The u vectors (rows >= k of each panel) apart from M, whose piece is dropped:
+    once ``back_p`` is done, half of M is all ``back_q`` needs."""
+    return reflectors.Kept(M, panels(M), 0)
+
+
+def back_q(K: reflectors.Kept, tauq: np.ndarray, C: BC) -> None:
+    """C := Q C in place (C: m rows, block-cyclic like M), Q from ``keep_q``."""
+    reflectors.back(K, tauq, C)
 
 
 def back_p(M: BC, taup: np.ndarray, C: BC) -> None:
     """C := P C in place (C: n rows, block-cyclic with M's block size and grid)."""
     dt = C.a.dtype
-    for k, kb in _panels(M.n, M.nb):
+    for k, kb in reversed(panels(M)):
         V = reflectors.rows(M, k, k + kb).T.to(dt)
         g = torch.arange(M.n, device=V.device)[:, None]
         j = torch.arange(k, k + kb, device=V.device)[None, :]

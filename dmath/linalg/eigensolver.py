@@ -1,15 +1,18 @@
 """Distributed symmetric eigensolver: ``eigh``, ``eigvalsh`` (numpy / scipy.linalg.eigh).
 
-Three steps, as ScaLAPACK's pdsyev family (docs/linalg.md says why this one):
+docs/linalg.md says why these steps. ``eigvalsh``: A -> block-cyclic(nb),
+symmetrized from the triangle ``UPLO`` names, reduced to a band of width 32
+(``band.symmetric``: QR panels and GEMMs, two collectives per panel), whose
+eigenvalues LAPACK finds on every rank (``lapacke.band_eigvals``). ``eigh``:
 
-1. A (any layout) -> 2-D block-cyclic(nb), symmetrized from the triangle
-   ``UPLO`` names, reduced to tridiagonal T = Q^H A Q (``tridiagonal.reduce``:
-   blocked Householder, GEMM trailing updates, vectors kept in A's pieces).
+1. the same A reduced to tridiagonal T = Q^H A Q (``tridiagonal.reduce``:
+   blocked Householder, one all-reduce per column, GEMM trailing updates);
+   only the reflectors' half of A's piece is kept (``tridiagonal.keep``).
 2. T (O(n), replicated): eigenvalues by dsterf; eigenvectors Z by dbdsqr
    through T's shifted Cholesky factor, each rank computing only its n / p
-   rows of Z (``lapacke.eig_rows``) -- exact fit between ranks, no gather.
-3. Z's rows -> block-cyclic (one all-to-all), V = Q Z (``tridiagonal.back``),
-   V back to A's layout. A subset (by index or value) keeps Z's columns.
+   rows of Z, straight into block-cyclic pieces (``vectors.rows_bc``).
+3. V = Q Z (``tridiagonal.back``), V to A's layout. A subset (by index or
+   value) keeps Z's columns.
 
 Each rank holds its piece of A, its piece of V and a few n x nb panels; no
 rank ever holds the matrix. float16 / bfloat16 are computed in float32; a
@@ -22,11 +25,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..array import DArray, Dim, Layout
-from ..array.distribution import dim_map
+from ..array import DArray, Layout
 from ..runtime.dispatch import command
 from ._bc import BC, LinAlgError, bc_layout, block_size, grid2, one_rank, to_bc, whole
-from . import lapacke, tridiagonal
+from . import band, lapacke, tridiagonal, vectors
 
 
 def compute_dtype(a, what: str) -> torch.dtype:
@@ -136,24 +138,21 @@ def _eigh(a: DArray, UPLO: str, want_v: bool, by_index, by_value, nb: int | None
     M = symmetric_bc(a, dtype, lower, nb)          # only the UPLO triangle is read (numpy)
     bad = not bool(torch.isfinite(M.a).all())
     a.grid.world.agree(f"{what}: the matrix holds NaN or inf" if bad else None, LinAlgError)
-    d, e, tau = tridiagonal.reduce(M)
-    d, e, tau = M.grid.world.bcast_obj((d, e, tau), 0)        # bit-identical on every rank
-    if not want_v:
-        w = lapacke.eigvals(d, e)
+    if not want_v:                                 # two-stage: to a band, then LAPACK
+        bd = M.grid.world.bcast_obj(band.symmetric(M, band.width(nb)), 0)
+        w = lapacke.band_eigvals(bd)
         lo, hi = _select(w, by_index, by_value)
         return DArray(torch.from_numpy(w[lo:hi]).to(dtype=dtype, device=M.a.device), (hi - lo,),
                       wlay, a.grid)
-    p, me = g.size, g.flat_coord(g.names)
-    rows = dim_map(n, p, None).indices(me)
-    w, Zr = lapacke.eig_rows(d, e, rows)
+    d, e, tau = tridiagonal.reduce(M)
+    d, e, tau = M.grid.world.bcast_obj((d, e, tau), 0)        # bit-identical on every rank
+    Kq = tridiagonal.keep(M)                         # M's piece goes: half of it is kept
+    w = lapacke.eigvals(d, e)
     lo, hi = _select(w, by_index, by_value)
     k = hi - lo
-    Zd = DArray(torch.from_numpy(Zr[:, lo:hi].copy()).to(dtype=dtype,
-                                                                          device=M.a.device),
-                (n, k), Layout(Dim(g.names, None), None), g)
-    Zb = Zd.redistribute(bc_layout(g, nb), g)
-    Z = BC(Zb.local.contiguous() if Zb.local.is_contiguous() else Zb.local.clone(), (n, k), nb, g)
-    tridiagonal.back(M, tau, Z)
+    Z = vectors.rows_bc(lambda r: lapacke.eig_rows(d, e, r)[1][:, lo:hi], (n, k), g, nb, dtype,
+                        Kq.M.a.device)
+    tridiagonal.back(Kq, tau, Z)
     V = Z.darray().redistribute(out, a.grid)
     wd = DArray(torch.from_numpy(w[lo:hi]).to(dtype=dtype, device=M.a.device), (k,), wlay, a.grid)
     return wd, V

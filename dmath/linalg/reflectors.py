@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from ._bc import BC, sub_gemm
@@ -48,6 +49,60 @@ def rows(M: BC, r0: int, r1: int) -> torch.Tensor:
         gr = M.grows()[l0:l1] - r0
         out[M.index(gr)[:, None], M.index(M.gcols())[None, :]] = M.a[l0:l1]
     return M.grid.world.allreduce(out)
+
+
+def workspace(M: BC, rows: list[int], kb: int) -> list[torch.Tensor]:
+    """Zeroed replicated panels (r x kb for r in ``rows``) in M's dtype and device: the
+    V / W (tridiagonal) and U / X / Y / V (bidiagonal) of one panel."""
+    return [torch.zeros((r, kb), dtype=M.a.dtype, device=M.a.device) for r in rows]
+
+
+def trailing(M: BC, s: int, left: list[torch.Tensor], right: list[torch.Tensor]) -> None:
+    """M[s:, s:] -= sum_i left[i] right[i]^T on each rank's piece (one local GEMM);
+    ``left`` (M.m rows) and ``right`` (M.n rows) replicated panels indexed globally."""
+    a = M.a
+    r0, c0 = M.lrow(s), M.lcol(s)
+    if r0 < a.shape[0] and c0 < a.shape[1]:
+        gr, gc = M.index(M.grows()[r0:]), M.index(M.gcols()[c0:])
+        sub_gemm(a[r0:, c0:], torch.cat([x[gr] for x in left], 1),
+                 torch.cat([y[gc] for y in right], 1).T)
+
+
+def back(K: "Kept", tau: np.ndarray, C: BC) -> None:
+    """C := H_0 ... H_last C in place: the panels of K in reverse, column j's vector
+    below row j + K.off (pdormtr / pdormbr)."""
+    dt, m = C.a.dtype, K.M.m
+    for i in reversed(range(len(K.parts))):
+        k, kb, _ = K.parts[i]
+        V = K.cols(i).to(dt)
+        g = torch.arange(m, device=V.device)[:, None]
+        j = torch.arange(k, k + kb, device=V.device)[None, :] + K.off
+        V = torch.where(g >= j, V, torch.zeros((), dtype=dt, device=V.device))
+        apply(C, V, torch.from_numpy(tau[k:k + kb]).to(dtype=dt, device=V.device), k + K.off)
+
+
+class Kept:
+    """The Householder vectors of a reduction without the rest of M: for each panel
+    (k, kb) this rank's rows >= k + ``off`` of columns k .. k+kb (only on the panel's
+    grid column), about half of M's piece. ``release`` drops M's piece."""
+
+    def __init__(self, M: BC, panels: list[tuple[int, int]], off: int):
+        self.M, self.off = M, off
+        self.parts = []
+        for k, kb in panels:
+            l0, l1, r0 = M.lcol(k), M.lcol(k + kb), M.lrow(k + off)
+            self.parts.append((k, kb, M.a[r0:, l0:l1].clone() if l1 > l0 else None))
+        M.a = M.a.new_zeros((0, 0))
+
+    def cols(self, i: int) -> torch.Tensor:
+        """Panel i's columns (m x kb), replicated on every rank (one all-reduce)."""
+        M = self.M
+        k, kb, piece = self.parts[i]
+        out = torch.zeros((M.m, kb), dtype=M.a.dtype, device=M.a.device)
+        if piece is not None and piece.shape[0]:
+            g = M.grows()[M.lrow(k + self.off):]
+            out[M.index(g)] = piece
+        return M.grid.world.allreduce(out)
 
 
 def put_col(M: BC, j: int, v: torch.Tensor, r0: int) -> None:

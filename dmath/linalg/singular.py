@@ -1,14 +1,16 @@
 """Distributed singular value decomposition: ``svd``, ``svdvals`` (numpy.linalg.svd).
 
-As ScaLAPACK's pdgesvd (docs/linalg.md says why):
+docs/linalg.md says why these steps. ``svdvals``: A (A^T when m < n) ->
+block-cyclic(nb), reduced to an upper band of width 32 (``band.general``:
+QR / LQ panels and GEMMs, four collectives per panel), whose singular values
+LAPACK finds on every rank (``lapacke.band_svdvals``). ``svd``, as pdgesvd:
 
-1. A (any layout; A^T when m < n) -> block-cyclic(nb), reduced to upper
-   bidiagonal B = Q^T A P (``bidiagonal.reduce``).
+1. A reduced to upper bidiagonal B = Q^T A P (``bidiagonal.reduce``).
 2. B (O(n), replicated): singular values and vectors by dbdsqr, each rank
-   computing only its m / p rows of B's left and n / p rows of its right
-   singular vectors (``lapacke.bidiag_svd``: the same rotations everywhere).
-3. Those rows -> block-cyclic (one all-to-all each), U = Q U_B, V = P V_B
-   (``bidiagonal.back_q`` / ``back_p``), back to A's layout; Vh = V^T.
+   computing only its share of the rows of B's left and right singular
+   vectors, straight into block-cyclic pieces (``vectors.rows_bc``).
+3. V = P V_B (``bidiagonal.back_p``), then only Q's half of A's piece is
+   kept and U = Q U_B (``back_q``); both to A's layout, Vh = V^T.
 
 No rank holds more than its pieces of A, U, V and a few n x nb panels.
 float16 / bfloat16 computed in float32; NaN or inf raises LinAlgError on
@@ -19,11 +21,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..array import DArray, Dim, Layout
-from ..array.distribution import dim_map
+from ..array import DArray, Layout
 from ..runtime.dispatch import command
-from ._bc import BC, LinAlgError, bc_layout, block_size, grid2, one_rank, to_bc, whole
-from . import bidiagonal, lapacke
+from ._bc import LinAlgError, block_size, grid2, one_rank, to_bc, whole
+from . import band, bidiagonal, lapacke, vectors
 from .eigensolver import check_finite, compute_dtype
 
 
@@ -46,13 +47,6 @@ def _local_svd(a: DArray, dtype, full: bool, uv: bool):
     if not uv:
         return None, torch.from_numpy(r), None
     return tuple(torch.from_numpy(np.ascontiguousarray(z)) for z in r)
-
-
-def _rows_in(local: np.ndarray, shape, g, nb: int, dtype, device) -> BC:
-    """A matrix split by contiguous rows over all ranks of ``g`` as a fresh block-cyclic BC."""
-    t = torch.from_numpy(np.ascontiguousarray(local)).to(dtype=dtype, device=device)
-    d = DArray(t, shape, Layout(Dim(g.names, None), None), g).redistribute(bc_layout(g, nb), g)
-    return BC(d.local.contiguous().clone(), shape, nb, g)
 
 
 def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
@@ -84,31 +78,40 @@ def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
     nb = block_size(a, nb)
     M = to_bc(src if src.dtype == dtype else src.astype(dtype), nb, g)
     mm, nn = M.m, M.n                                       # mm >= nn = K
+    if not uv:                                              # two-stage: to a band, then LAPACK
+        S = lapacke.band_svdvals(g.world.bcast_obj(band.general(M, band.width(nb)), 0))
+        return DArray(torch.from_numpy(S).to(dtype=dtype, device=dev), (K,), slay, a.grid)
     d, e, tauq, taup = bidiagonal.reduce(M)
     d, e, tauq, taup = g.world.bcast_obj((d, e, tauq, taup), 0)
-    if not uv:
-        S = lapacke.bidiag_svd(d, e, np.zeros(0, np.int64), np.zeros(0, np.int64))[0]
-        return DArray(torch.from_numpy(S).to(dtype=dtype, device=dev), (K,), slay, a.grid)
-    p, me = g.size, g.flat_coord(g.names)
-    ru = dim_map(mm, p, None).indices(me)
-    rv = dim_map(nn, p, None).indices(me)
-    S, Ur, Vr = lapacke.bidiag_svd(d, e, ru[ru < nn], rv)
+    S = lapacke.bidiag_svd(d, e, np.zeros(0, np.int64), np.zeros(0, np.int64))[0]
     ku = mm if full else nn
-    Uloc = np.zeros((len(ru), ku))
-    Uloc[: Ur.shape[0], :nn] = Ur
-    extra = np.nonzero(ru >= nn)[0]
-    if full and len(extra):
-        Uloc[extra, ru[extra]] = 1.0                        # [[U_B, 0], [0, I]]
-    Ub = _rows_in(Uloc, (mm, ku), g, nb, dtype, dev)
-    bidiagonal.back_q(M, tauq, Ub)                          # U := Q U_B
-    Vb = _rows_in(Vr, (nn, nn), g, nb, dtype, dev)
+
+    def u_rows(r):                                          # [[U_B, 0], [0, I]][r, :ku]
+        u = np.zeros((len(r), ku))
+        top = r < nn
+        if top.any():
+            u[top, :nn] = lapacke.bidiag_svd(d, e, r[top], np.zeros(0, np.int64))[1]
+        if full:
+            low = np.nonzero(~top)[0]
+            u[low, r[low]] = 1.0
+        return u
+
+    Vb = vectors.rows_bc(lambda r: lapacke.bidiag_svd(d, e, np.zeros(0, np.int64), r)[2],
+                         (nn, nn), g, nb, dtype, dev)
     bidiagonal.back_p(M, taup, Vb)                          # V := P V_B
+    Kq = bidiagonal.keep_q(M)                               # M's piece goes: its lower half kept
+    Ub = vectors.rows_bc(u_rows, (mm, ku), g, nb, dtype, dev)
+    bidiagonal.back_q(Kq, tauq, Ub)                         # U := Q U_B
+    del Kq
     Sd = DArray(torch.from_numpy(S).to(dtype=dtype, device=dev), (K,), slay, a.grid)
     U, V = Ub.darray(), Vb.darray()
+    del Ub, Vb
     if flip:                                                # a^T = U S V^T: a = V S U^T
         U, V = V, U
-    Vt = DArray(V.local.T.contiguous(), (V.shape[1], V.shape[0]), V.layout.permute((1, 0)), g)
-    return U.redistribute(out, a.grid), Sd, Vt.redistribute(out, a.grid)
+    U = U.redistribute(out, a.grid)
+    Vt = DArray(V.local.T, (V.shape[1], V.shape[0]), V.layout.permute((1, 0)), g)
+    del V
+    return U, Sd, Vt.redistribute(out, a.grid)
 
 
 @command

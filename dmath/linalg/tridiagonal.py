@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._bc import BC, sub_gemm
+from ._bc import BC
 from . import reflectors
 
 
@@ -42,8 +42,7 @@ def reduce(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     for k in range(0, n - 1, nb):
         kb = min(nb, n - 1 - k)
         P = reflectors.cols(M, k, k + kb)
-        V = torch.zeros((n, kb), dtype=dt, device=dev)
-        W = torch.zeros((n, kb), dtype=dt, device=dev)
+        V, W = reflectors.workspace(M, [n, n], kb)
         for i in range(kb):
             j = k + i
             col = P[:, i] - V[:, :i] @ W[j, :i] - W[:, :i] @ V[j, :i]
@@ -63,26 +62,23 @@ def reduce(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             w = t * y
             w -= (0.5 * t * float(w @ v)) * v
             W[j + 1:, i] = w
-        r0, c0 = M.lrow(k + kb), M.lcol(k + kb)
-        if r0 < a.shape[0] and c0 < a.shape[1]:                       # A -= V W^T + W V^T
-            L = torch.cat([V[gr_t[r0:]], W[gr_t[r0:]]], 1)
-            R = torch.cat([W[gc_t[c0:]], V[gc_t[c0:]]], 1)
-            sub_gemm(a[r0:, c0:], L, R.T)
+        reflectors.trailing(M, k + kb, [V, W], [W, V])               # A -= V W^T + W V^T
     if n:
         d[n - 1] = float(reflectors.cols(M, n - 1, n)[n - 1, 0])
     return d, e, tau
 
 
-def back(M: BC, tau: np.ndarray, Z: BC) -> None:
-    """Z := Q Z in place, Q from ``reduce``'s vectors in M and ``tau``."""
-    n, nb = M.n, M.nb
-    dt = Z.a.dtype
-    starts = list(range(0, n - 1, nb))
-    for k in reversed(starts):
-        kb = min(nb, n - 1 - k)
-        V = reflectors.cols(M, k, k + kb).to(dt)
-        g = torch.arange(n, device=V.device)[:, None]
-        j = torch.arange(k, k + kb, device=V.device)[None, :]
-        V = torch.where(g > j, V, torch.zeros((), dtype=dt, device=V.device))
-        t = torch.from_numpy(tau[k:k + kb]).to(dtype=dt, device=V.device)
-        reflectors.apply(Z, V, t, k + 1)
+def panels(M: BC) -> list[tuple[int, int]]:
+    """(k, kb) of ``reduce``'s panels."""
+    return [(k, min(M.nb, M.n - 1 - k)) for k in range(0, M.n - 1, M.nb)]
+
+
+def keep(M: BC) -> reflectors.Kept:
+    """``reduce``'s vectors (rows > k of each panel) apart from M, whose piece is dropped:
+    half of M's memory for the back-transformation."""
+    return reflectors.Kept(M, panels(M), 1)
+
+
+def back(K: reflectors.Kept, tau: np.ndarray, Z: BC) -> None:
+    """Z := Q Z in place, Q from ``reduce``'s vectors (``keep``) and ``tau``."""
+    reflectors.back(K, tau, Z)

@@ -1,0 +1,62 @@
+"""Rows of the tridiagonal / bidiagonal problem's vectors, built straight into block-cyclic pieces.
+
+After the reduction every rank holds the same (d, e); ``lapacke`` gives any
+subset of the rows of the vectors (dbdsqr's rotations depend on d and e only).
+``rows_bc`` builds the m x k matrix of those rows as a block-cyclic(nb) BC
+without ever holding more than its piece plus one chunk:
+
+    rows of grid row r  = dim_map(m, pr, nb).indices(r)
+    rank (r, c) computes every pc-th of them (its 1/p of the rows, all k columns),
+    a chunk of at most ~nb rows at a time, and sends each grid-row peer c' the
+    columns c' holds (one all-to-all-v along the grid row per chunk)
+
+so no rank builds a full row slab and redistributes it (which held the slab, its
+block-cyclic copy and the exchange buffers: 3-4x the share at once).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..array.distribution import dim_map
+from ..runtime.grid import Grid
+from ._bc import BC
+
+CHUNKS = 4          # at most this many calls of ``fn`` per rank (each redoes dbdsqr's rotations)
+
+
+def rows_bc(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, int], grid: Grid, nb: int,
+            dtype: torch.dtype, device) -> BC:
+    """The m x k matrix whose rows ``rows`` are ``fn(rows)`` (float64 numpy, len(rows) x k),
+    as a fresh block-cyclic(nb) BC on the 2-D ``grid``."""
+    m, k = shape
+    pr, pc = grid.shape
+    myr, myc = grid.coords
+    Z = BC(torch.zeros((0, 0), dtype=dtype, device=device), (m, k), nb, grid)
+    gr = Z.grows()
+    Z.a = torch.zeros((len(gr), len(Z.gcols())), dtype=dtype, device=device)
+    cols = [dim_map(k, pc, nb).indices(c) for c in range(pc)]
+    mine = [gr[c::pc] for c in range(pc)]                       # the rows each peer computes
+    most = max(len(x) for x in mine)
+    step = max(nb, -(-most // CHUNKS), 1)
+    for s in range(0, max(most, 1), step):
+        part = [x[s:s + step] for x in mine]
+        rows = part[myc]
+        z = fn(rows) if len(rows) else np.zeros((0, k))
+        zt = torch.from_numpy(np.ascontiguousarray(z)).to(dtype=dtype, device=device)
+        if pc == 1:
+            got = [zt]
+        else:
+            send = torch.cat([zt[:, Z.index(c)].reshape(-1) for c in cols])
+            flat = Z.row.alltoallv(send, [len(rows) * len(c) for c in cols],
+                                   [len(x) * len(cols[myc]) for x in part])
+            got, o = [], 0
+            for x in part:
+                got.append(flat[o:o + len(x) * len(cols[myc])].view(len(x), len(cols[myc])))
+                o += len(x) * len(cols[myc])
+        for x, t in zip(part, got):
+            if len(x):
+                Z.a[Z.index(Z.lpos_rows(x))] = t
+    return Z
