@@ -39,6 +39,20 @@ def spmd_dmath(device: str | None = None):
     return dmath
 
 
+def best_of(fn, repeat: int, warmup: int = 0) -> float:
+    """The fastest of ``repeat`` timed calls of ``fn`` (seconds), after ``warmup``
+    untimed ones: the run least disturbed by other load."""
+    import time
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 

@@ -27,22 +27,15 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, run_child
+from _common import ROOT, best_of, run_child
 
 
 def _best(fn, repeat: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return best_of(fn, repeat, warmup=1)
 
 
 def _data(n: int) -> np.ndarray:

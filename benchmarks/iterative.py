@@ -22,12 +22,11 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, run_child, write_section
+from _common import ROOT, best_of, run_child, write_section
 
 BEGIN, END = "<!-- benchmarks/iterative.py: begin -->", "<!-- benchmarks/iterative.py: end -->"
 
@@ -67,12 +66,7 @@ def power(A, x, iters: int, norm):
 
 
 def _time(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return best_of(fn, repeat)
 
 
 def run_numpy(n: int, iters: int, repeat: int) -> dict:

@@ -544,6 +544,9 @@ class Client:
             if _process_failed(exc):
                 raise self._lost(self._pending_seq) from exc
             raise
+        except BaseException as exc:          # interrupted while waiting: out of step
+            self.broken = f"{type(exc).__name__} while waiting for command #{self._pending_seq}"
+            raise
         if errors:
             self._raise(errors, earlier=True)
 
