@@ -5,6 +5,7 @@
     python benchmarks/gemm.py --gpu            # 1 rank, n=8192: dmath.matmul vs torch.matmul
     python benchmarks/gemm.py --gpu --ranks 4  # + 2..4 ranks sharing the GPU (staged transport)
     python benchmarks/gemm.py --wire bf16,int8 --ranks 4 --n 2048   # wire-format rows
+    python benchmarks/gemm.py --untuned        # the default a user gets: no dmath tune profile
 
 ``--wire``: for each algorithm (and auto) and each wire format, the bytes the
 busiest rank sends (``dmath.comm_stats``), the time against full precision
@@ -276,6 +277,49 @@ def rate(v) -> float:
     if isinstance(v, (int, float)):
         return float(v)
     return float(v.get("gflops", -1)) if isinstance(v, dict) else -1.0
+
+
+def untuned(args) -> None:
+    """2 ranks x 1 thread, auto, with a fresh tune file (no ``dmath tune`` profile: the local
+    kernel is the one dmath measures and caches by itself when the session starts) next to
+    numpy and torch with 2 threads; interleaved rounds, fastest of each."""
+    import tempfile
+    n, reps = args.n or 4096, args.repeats or 3
+    dtypes = args.dtypes.split(",")
+    me = [str(Path(__file__).resolve())]
+    best: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["DMATH_TUNE_FILE"] = os.path.join(tmp, "tune.json")
+        for rnd in range(args.rounds or 2):
+            t0 = time.perf_counter()
+            runs = {"dmath": mpirun(2, me + ["--worker", "dmath", "--n", str(n), "--repeats",
+                                             str(reps), "--dtypes", ",".join(dtypes)])}
+            first = time.perf_counter() - t0
+            local = local_baselines(n, dtypes, reps)
+            for d in dtypes:
+                runs.setdefault("numpy", {})[d] = local[f"numpy/{d}"]
+                runs.setdefault("torch", {})[d] = local[f"torch/{d}"]
+                runs["dmath"][d] = runs["dmath"][f"{d}/auto"]
+            for who, r in runs.items():
+                for d in dtypes:
+                    kept = best.setdefault(who, {}).get(d)
+                    if kept is None or r[d]["gflops"] > kept["gflops"]:
+                        best[who][d] = dict(r[d])
+                    best[who][d]["cpu_best"] = max(r[d]["gflops_cpu"],
+                                                   (kept or {}).get("cpu_best", 0))
+            kernel = {d: runs["dmath"][f"{d}/plan"]["kernel"] for d in dtypes}
+            print(f"round {rnd + 1}: job {first:.1f} s, local kernel {kernel}", flush=True)
+    print(f"n={n}, 2 ranks x 1 thread (dmath, no tune profile) vs 2 threads (numpy, torch); "
+          f"load {os.getloadavg()[0]:.1f}")
+    print("| | " + " | ".join(f"{d} GF/s wall | {d} GF/s CPU" for d in dtypes) + " |")
+    print("|---|" + "---:|" * (2 * len(dtypes)))
+    for who in ("numpy", "torch", "dmath"):
+        print(f"| {who} | " + " | ".join(f"{best[who][d]['gflops']:.1f} | {best[who][d]['cpu_best']:.1f}"
+                                         for d in dtypes) + " |")
+    print("| dmath / numpy | " + " | ".join(
+        f"{best['dmath'][d]['gflops'] / best['numpy'][d]['gflops']:.2f} | "
+        f"{best['dmath'][d]['cpu_best'] / best['numpy'][d]['cpu_best']:.2f}" for d in dtypes) + " |")
+    print(f"local kernel: {kernel}")
 
 
 def cpu(args) -> None:
@@ -607,6 +651,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--algorithms", default="")
+    ap.add_argument("--untuned", action="store_true",
+                    help="2 ranks, no dmath tune profile (a fresh tune file) vs numpy, 2 threads")
     args = ap.parse_args()
     if args.worker:
         args.repeats = args.repeats or 3
@@ -614,6 +660,8 @@ def main() -> None:
          "wire": worker_wire}[args.worker](args)
     elif args.wire:
         wire_rows(args)
+    elif args.untuned:
+        untuned(args)
     elif args.docs_only:      # re-render table, plot and docs from the last run's JSON
         res = json.loads((OUT / "gemm_cpu.json").read_text())
         for kind in ("strong", "weak"):

@@ -174,6 +174,11 @@ def worker(args) -> None:
     inputs = {"cholesky": S, "lu": G, "qr": G}
     sca = ScaLAPACK(*grid.shape) if (args.scalapack and p > 1) else None
     scipy_fns = None
+    if args.scipy_threads:                                   # scipy alone, with that many threads
+        import glob
+        import scipy
+        lib = ctypes.CDLL(glob.glob(os.path.dirname(scipy.__file__) + ".libs/libscipy_openblas*.so")[0])
+        lib.scipy_openblas_set_num_threads(args.scipy_threads)
     if p == 1:
         import scipy.linalg as sl
         scipy_fns = {"cholesky": lambda x: sl.cholesky(x, lower=True, overwrite_a=True, check_finite=False),
@@ -189,7 +194,7 @@ def worker(args) -> None:
         best = {}
         for rep in range(args.repeats + 1):                    # the first call warms up
             res = []
-            for variant, kernel in VARIANTS:
+            for variant, kernel in (() if args.scipy_threads else VARIANTS):
                 dmath.linalg.set_local_kernel(kernel)
                 Y = dmath.from_local(X.local.clone(), X.shape, X.layout, grid=grid)
                 world.barrier()
@@ -215,35 +220,47 @@ def worker(args) -> None:
                     o["seconds"], o["cpu_seconds"] = min(o["seconds"], w), min(o["cpu_seconds"], c)
         for name, o in best.items():
             o["gflops"] = FLOPS[r] * n ** 3 / o["seconds"] / 1e9
-            o["gflops_cpu"] = FLOPS[r] * n ** 3 / (o["cpu_seconds"] / min(p, os.cpu_count() or 1)) / 1e9
+            used = max(p, args.scipy_threads if name == "scipy" else 1)        # cores busy
+            o["gflops_cpu"] = FLOPS[r] * n ** 3 / (o["cpu_seconds"] / min(used, os.cpu_count() or 1)) / 1e9
         out[r] = best
     if world.rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
 
 
 def worker_gpu(args) -> None:
+    """dmath.linalg vs torch.linalg on this rank's device (the GPU; on a CPU-only host the
+    same code runs on the CPU: a dry run of the script)."""
     import torch
     import dmath
-    dmath.init(mode="spmd")
+    dev = dmath.init(mode="spmd").device
+    cuda = dev.type == "cuda"
     n = args.n
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(n, n, device="cuda", dtype=torch.float64, generator=g)
-    s = a @ a.T + n * torch.eye(n, device="cuda", dtype=torch.float64)
+    g = torch.Generator(device=dev).manual_seed(0)
+    a = torch.randn(n, n, device=dev, dtype=torch.float64, generator=g)
+    s = a @ a.T + n * torch.eye(n, device=dev, dtype=torch.float64)
     lay = dmath.replicated()
     S, G = dmath.from_local(s, (n, n), lay), dmath.from_local(a, (n, n), lay)
     pairs = {"cholesky": (lambda: dmath.linalg.cholesky(S), lambda: torch.linalg.cholesky(s)),
              "lu": (lambda: dmath.linalg.lu(G), lambda: torch.linalg.lu_factor(a)),
              "qr": (lambda: dmath.linalg.qr(G), lambda: torch.linalg.qr(a)),
              "solve": (lambda: dmath.linalg.solve(G, S), lambda: torch.linalg.solve(a, s))}
-    out = {"n": n, "device": torch.cuda.get_device_name()}
+    m = args.spectral_n or min(n, 4096)        # eigh / svd: O(n^3) with a large constant
+    a2, s2 = a[:m, :m].contiguous(), s[:m, :m].contiguous()
+    S2, G2 = dmath.from_local(s2, (m, m), lay), dmath.from_local(a2, (m, m), lay)
+    pairs["eigh"] = (lambda: dmath.linalg.eigh(S2), lambda: torch.linalg.eigh(s2))
+    pairs["svd"] = (lambda: dmath.linalg.svd(G2), lambda: torch.linalg.svd(a2))
+    want = args.gpu_routines.split(",")
+    pairs = {k: v for k, v in pairs.items() if k in want}
+    out = {"n": n, "spectral_n": m, "device": torch.cuda.get_device_name() if cuda else "cpu"}
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     for name, (mine, ref) in pairs.items():
         best = {}
         for rep in range(args.repeats + 1):
             for who, fn in (("dmath", mine), ("torch", ref)):
-                torch.cuda.synchronize()
+                sync()
                 t = time.perf_counter()
                 fn()
-                torch.cuda.synchronize()
+                sync()
                 if rep:
                     best[who] = min(best.get(who, 1e9), time.perf_counter() - t)
         out[name] = {k: {"seconds": v} for k, v in best.items()}
@@ -413,7 +430,9 @@ def markdown(multi: dict, single: dict, load: str) -> str:
         lines += [table(multi, "scalapack"), ""]
     else:
         lines += ["ScaLAPACK was not available (run `make bench-setup`).", ""]
-    lines += [f"One rank, 1 thread: dmath (torch's LAPACK on the whole matrix) next to scipy.linalg "
+    lines += [f"{multi['ranks']} ranks x 1 thread next to scipy.linalg (OpenBLAS) with "
+              f"{multi['ranks']} threads on one process (a separate job):", "", table(multi, "scipy"), ""]
+    lines += [f"One rank, 1 thread: dmath (the measured-faster LAPACK on the whole matrix) next to scipy.linalg "
               f"(OpenBLAS), n={single['n']}:", "", table(single, "scipy"), "",
               "![solvers](img/solvers_cpu.png)", "", *notes(multi), "", END]
     return "\n".join(lines)
@@ -437,10 +456,13 @@ def notes(multi: dict) -> list[str]:
         + "; ".join(verdict) + ". Where dmath's Cholesky spends more CPU than pdpotrf (profiled at "
         "n=4096: the trailing GEMMs are ~55% of its CPU time): the panel TRSM runs through "
         "torch's MKL (~14 GF/s here), the rows each rank sends are copied out first, and each "
-        "panel costs some Python; there is no look-ahead, so ranks wait for the panel owner. On one rank dmath calls torch's LAPACK, which is MKL: on this AMD EPYC MKL "
-        "takes a narrower code path than OpenBLAS (also its GEMM: ~0.85x by CPU time), hence the "
-        "1-rank ratios; the OpenBLAS-GEMM column only changes the blocked loops' trailing updates "
-        "(`DMATH_CPU_GEMM=blas` or a `dmath tune` profile that measured OpenBLAS faster).",
+        "panel costs some Python; there is no look-ahead, so ranks wait for the panel owner. On one "
+        "rank dmath hands the whole matrix to the LAPACK routine that `dmath.linalg.kernel_choice` "
+        "measured faster on this machine (torch's MKL or scipy's OpenBLAS, per routine, dtype and "
+        "size class, measured once and cached): on this AMD EPYC OpenBLAS for potrf and getrf; "
+        "Cholesky factors the row-major piece in place, LU pays one in-place transpose "
+        "(~4% of getrf at n=4096), QR mode 'r' forms no Q. The OpenBLAS-GEMM column forces the "
+        "GEMM kernel (`DMATH_CPU_GEMM=blas`); by default it is measured too.",
         "",
         "GPU (1 rank, `python benchmarks/solvers.py --gpu`, n=8192): dmath calls torch.linalg on "
         "the whole matrix, so the ratio to torch.linalg should be ~1 (target >= 0.9); the figures "
@@ -462,6 +484,7 @@ def main() -> None:
     ap.add_argument("--routines", default=",".join(ROUTINES))
     ap.add_argument("--scalapack", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--single", action="store_true", help="only the 1-rank table (no docs)")
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--fetch-scalapack", action="store_true")
@@ -469,6 +492,10 @@ def main() -> None:
                     help="eigh, eigvalsh, svd: dmath on 1 and --ranks ranks vs scipy, same threads")
     ap.add_argument("--sizes", default="512,1024", help="--spectral: matrix sizes")
     ap.add_argument("--scipy-threads", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--gpu-routines", default="cholesky,lu,qr,solve,eigh,svd",
+                    help="--gpu: the routines timed against torch.linalg")
+    ap.add_argument("--spectral-n", type=int, default=None,
+                    help="--gpu: matrix size of eigh and svd (default min(n, 4096))")
     args = ap.parse_args()
     if args.fetch_scalapack:
         return fetch_scalapack()
@@ -483,9 +510,14 @@ def main() -> None:
         return spectral(args)
     if args.gpu:
         n = args.n or 8192
-        res = mpirun(1, ["--worker-gpu", "--n", str(n), "--repeats", str(args.repeats)])
-        print(f"GPU ({res['device']}), n={n} float64, 1 rank: dmath.linalg vs torch.linalg")
-        for r in ("cholesky", "lu", "qr", "solve"):
+        res = mpirun(1, ["--worker-gpu", "--n", str(n), "--repeats", str(args.repeats),
+                         "--gpu-routines", args.gpu_routines,
+                         *(["--spectral-n", str(args.spectral_n)] if args.spectral_n else [])])
+        print(f"GPU ({res['device']}), n={n} float64 (eigh, svd: n={res['spectral_n']}), 1 rank: "
+              "dmath.linalg vs torch.linalg (ratio = torch time / dmath time)")
+        for r in args.gpu_routines.split(","):
+            if r not in res:
+                continue
             d, t = res[r]["dmath"]["seconds"], res[r]["torch"]["seconds"]
             print(f"  {r:9s} dmath {d * 1e3:8.1f} ms  torch {t * 1e3:8.1f} ms  ratio {t / d:.2f}")
         (OUT / "solvers_gpu.json").write_text(json.dumps(res, indent=1))
@@ -496,7 +528,18 @@ def main() -> None:
     sca = have_scalapack()
     if not sca:
         print("ScaLAPACK not found (python benchmarks/solvers.py --fetch-scalapack): scipy only")
+    if args.single:                       # the 1-rank job alone: dmath next to scipy, 1 thread
+        single = mpirun(1, common)
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        (OUT / "solvers_single.json").write_text(json.dumps({"single": single, "load": load}))
+        print(f"n={n} float64, 1 rank x 1 thread (load {load})")
+        print(table(single, "scipy"))
+        return
     multi = mpirun(args.ranks, common + (["--scalapack"] if sca else []))
+    threaded = mpirun(1, common + ["--scipy-threads", str(args.ranks)])   # scipy, as many threads
+    for r in ROUTINES:
+        if r in multi and "scipy" in threaded.get(r, {}):
+            multi[r]["scipy"] = threaded[r]["scipy"]
     single = mpirun(1, common)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     (OUT / "solvers_cpu.json").write_text(json.dumps({"multi": multi, "single": single,
@@ -504,6 +547,8 @@ def main() -> None:
     print(f"n={n} float64 nb={args.nb}, {args.ranks} ranks x 1 thread (load {load})")
     if sca:
         print(table(multi, "scalapack"))
+    print(f"{args.ranks} ranks x 1 thread vs scipy with {args.ranks} threads")
+    print(table(multi, "scipy"))
     print("1 rank x 1 thread")
     print(table(single, "scipy"))
     if not args.no_doc:

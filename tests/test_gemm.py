@@ -56,11 +56,15 @@ def test_blas_kernel_matches_torch_for_any_strides(dtype):
 
 
 def test_profile_round_trip_and_kernel_choice(tmp_path, monkeypatch):
-    from dmath.linalg import kernels, profile
+    from dmath.linalg import kernel_choice, kernels, profile
     monkeypatch.setenv("DMATH_TUNE_FILE", str(tmp_path / "tune.json"))
+    monkeypatch.delenv("DMATH_CPU_GEMM", raising=False)
+    monkeypatch.setattr(kernel_choice, "measure", lambda name, repeats=3: {
+        "choice": "torch", "seconds": {"torch": 1.0, "blas": 2.0}})
+    kernel_choice._MEMO.clear()
     cpu = torch.device("cpu")
     assert profile.load(cpu) == (profile.DEFAULTS, False)
-    assert kernels.kernel_for(cpu, torch.float32) == "torch"      # never tuned: torch
+    assert kernels.kernel_for(cpu, torch.float32) == "torch"      # never tuned: measured
     prof = dict(profile.DEFAULTS, gamma={"float32": {"torch": 1e9, "blas": 2e9},
                                          "float64": {"torch": 3e9, "blas": 2e9}})
     profile.save(cpu, prof)

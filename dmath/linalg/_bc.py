@@ -314,9 +314,13 @@ def one_rank(a: DArray) -> bool:
     return LOCAL_WHEN_ONE_RANK and a.grid.size == 1
 
 
-def whole(a: DArray) -> torch.Tensor:
-    """On one rank: the whole matrix as a fresh tensor (partial sums reduced)."""
+def whole(a: DArray, overwrite: bool = False) -> torch.Tensor:
+    """On one rank: the whole matrix as a fresh tensor (partial sums reduced); with
+    ``overwrite``, a's own piece when it needs no reduction (a is marked changed)."""
     d = a.redistribute(a.layout.without_partial()) if a.layout.partial else a
+    if overwrite and d is a:
+        a.touch()
+        return a.local
     return d.local.clone()
 
 

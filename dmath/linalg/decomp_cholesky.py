@@ -21,6 +21,7 @@ import torch
 
 from ..array import DArray
 from ..runtime.dispatch import command
+from . import local_lapack
 from ._bc import (BC, NotPositiveDefiniteError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
                   whole)
 
@@ -47,7 +48,7 @@ def factor(M: BC) -> None:
         if M.myc == ck:
             D = torch.empty(kb * kb + 1, dtype=a.dtype, device=a.device)
             if M.myr == rk:
-                L11, info = torch.linalg.cholesky_ex(a[lr0:lr1, lc0:lc1])       # L11 := potrf(A11)
+                L11, info = local_lapack.cholesky(a[lr0:lr1, lc0:lc1])          # L11 := potrf(A11)
                 bad = int(info.item())
                 if not bad and not bool(torch.isfinite(L11).all()):
                     bad = 1
@@ -92,10 +93,11 @@ def cholesky(a: DArray, *, upper: bool = False, nb: int | None = None,
     block-cyclic, else ``nb`` or 128). ``upper=True`` returns L^H instead.
     Raises ``NotPositiveDefiniteError`` (a ``numpy.linalg.LinAlgError``)
     naming the failing column, on every rank. ``overwrite_a``: factor a
-    block-cyclic a in place (no copy; a is then overwritten, also on error)."""
+    block-cyclic a (on one rank: any a) in place (no copy; a is then overwritten, also on
+    error)."""
     check_matrix(a, "cholesky", square=True)
     if one_rank(a):
-        L, info = torch.linalg.cholesky_ex(whole(a))
+        L, info = local_lapack.cholesky(whole(a, overwrite_a), overwrite=True)
         # A NaN/inf in the lower triangle reaches its row's diagonal entry of L, so
         # the diagonal (n elements, not n^2) tells; one host read for both checks.
         bad, finite = torch.stack([info.to(L.real.dtype), torch.isfinite(L.diagonal()).all()]).tolist()

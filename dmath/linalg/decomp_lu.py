@@ -23,6 +23,7 @@ import torch
 
 from ..array import DArray
 from ..runtime.dispatch import command
+from . import local_lapack
 from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
                   vector_in, vector_out, whole)
 
@@ -54,9 +55,9 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
         P = torch.empty((mine, kb), dtype=a.dtype, device=a.device)
         if M.myc == ck:
             whole_panel = M.gather_rows(a[lr0:, lc0:lc1], k)           # A[k:, panel] on column ck
-            LUp, pv, inf = torch.linalg.lu_factor_ex(whole_panel)      # LU_p, piv := getrf
-            head[:kb] = pv.to(torch.int64).cpu() - 1
-            head[kb] = int(inf.item())
+            LUp, pv, inf = local_lapack.lu_factor(whole_panel)         # LU_p, piv := getrf
+            head[:kb] = torch.from_numpy(pv)
+            head[kb] = inf
             P.copy_(LUp[M.index(gr[lr0:] - k)])
         M.row.bcast(head, ck)
         M.row.bcast(P, ck)                                             # LU_p[r,*]
@@ -86,9 +87,9 @@ def singular_error(info: int, what: str) -> SingularMatrixError:
                                f"zero (LAPACK info {info})", info)
 
 
-def one_rank_lu(t: torch.Tensor) -> tuple[torch.Tensor, np.ndarray, int]:
-    LU, pv, inf = torch.linalg.lu_factor_ex(t)
-    return LU, pv.to(torch.int64).cpu().numpy() - 1, int(inf.item())
+def one_rank_lu(t: torch.Tensor, overwrite: bool = False) -> tuple[torch.Tensor, np.ndarray, int]:
+    """(LU, 0-based piv, info) of the whole matrix ``t`` (``overwrite``: t may hold LU)."""
+    return local_lapack.lu_factor(t, overwrite=overwrite)
 
 
 @command
@@ -100,11 +101,11 @@ def lu(a: DArray, *, nb: int | None = None, check: bool = True,
 
     Worked on in 2-D block-cyclic(nb). An exactly zero pivot raises
     ``SingularMatrixError`` (``.info`` = LAPACK info) on every rank, unless
-    ``check=False``. ``overwrite_a``: factor a block-cyclic a in place (no
-    copy; a then holds LU, also after an error)."""
+    ``check=False``. ``overwrite_a``: factor a block-cyclic a (on one rank: any
+    a) in place (no copy; a's storage then holds LU, also after an error)."""
     check_matrix(a, "lu")
     if one_rank(a):
-        LU, piv, info = one_rank_lu(whole(a))
+        LU, piv, info = one_rank_lu(whole(a, overwrite_a), overwrite=True)
         if check and info:
             raise singular_error(info, "lu")
         return DArray(LU, a.shape, a.layout.without_partial(), a.grid), piv

@@ -29,6 +29,7 @@ import torch
 
 from ..array import DArray, Layout
 from ..runtime.dispatch import command
+from . import local_lapack
 from ._bc import BC, block_size, check_matrix, one_rank, sub_gemm, to_bc, whole
 
 ALGORITHMS = ("auto", "householder", "tsqr")
@@ -69,7 +70,7 @@ def factor(M: BC) -> list:
         mine = a.shape[0] - lr0
         buf = torch.empty(mine * kb + kb * kb, dtype=a.dtype, device=a.device)
         if M.myc == ck:
-            QR, tau = torch.geqrf(M.gather_rows(a[lr0:, lc0:lc1], k))   # V, tau, R11 := geqrf
+            QR, tau = local_lapack.geqrf(M.gather_rows(a[lr0:, lc0:lc1], k))  # V, tau, R11
             rows = M.index(gr[lr0:] - k)
             a[lr0:, lc0:lc1] = QR[rows]
             V = torch.tril(QR, -1)
@@ -134,7 +135,7 @@ def qr(a: DArray, mode: str = "reduced", *, algorithm: str = "auto",
                          f"over the rows); got {a.layout} of {a.shape} on {a.grid!r}")
     out = a.layout.without_partial()
     if one_rank(a):
-        Q, R = torch.linalg.qr(whole(a))
+        Q, R = local_lapack.qr(whole(a, overwrite_a), mode, overwrite=True)
         Rd = DArray(R, tuple(R.shape), out, a.grid)
         return Rd if mode == "r" else (DArray(Q, tuple(Q.shape), out, a.grid), Rd)
     if algorithm == "tsqr" or (algorithm == "auto" and _tsqr_fits(a)):

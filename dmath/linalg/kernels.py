@@ -10,10 +10,13 @@ blas     the OpenBLAS that numpy/scipy ship, called through
          float64 only).
 =======  ===============================================================
 
-Which one runs on a CPU is decided by the measured flop rates in the tune
-profile (``dmath tune``): torch's CPU wheels link MKL, which on some non-Intel
-CPUs runs a narrower code path than OpenBLAS. Without a profile, torch.
-``DMATH_CPU_GEMM=torch|blas`` or ``set_local_kernel`` force one.
+Which one runs on a CPU is measured, not guessed: torch's CPU wheels link
+MKL, which on some non-Intel CPUs runs a narrower code path than OpenBLAS.
+A ``dmath tune`` profile's flop rates decide when there is one; otherwise a
+short measurement made once per configuration and cached in the tune file
+(``kernel_choice``, agreed by every rank when the session starts).
+``DMATH_CPU_GEMM=torch|blas`` (rank 0's) or ``set_local_kernel`` force one.
+OpenBLAS runs with torch's thread count (``torch.get_num_threads()``).
 """
 from __future__ import annotations
 
@@ -25,12 +28,12 @@ import torch
 
 from ..runtime import agreed
 from ..runtime.plans import PlanCache
-from . import profile
+from . import kernel_choice, profile
 from .precision import HALF, tf32_enabled
 
 KERNELS = ("torch", "blas")
 _KERNELS = PlanCache("gemm kernel", limit=64)
-_FORCED: list = [os.environ.get("DMATH_CPU_GEMM") or None]
+_FORCED: list = [None]               # set_local_kernel (DMATH_CPU_GEMM: kernel_choice, agreed)
 _BLAS_THREADS: list = [None]
 
 
@@ -67,10 +70,11 @@ def kernel_for(device: torch.device, dtype: torch.dtype) -> str:
 
 def _kernel_for(device: torch.device, dtype: torch.dtype) -> str:
     prof, measured = profile.load(device)
-    if not measured:
-        return "torch"
-    rates = prof["gamma"].get(str(dtype).removeprefix("torch."), {})
-    best = max(rates, key=rates.get, default="torch")
+    rates = prof["gamma"].get(str(dtype).removeprefix("torch."), {}) if measured else {}
+    if kernel_choice.forced_kernel("gemm") is None and len(rates) >= 2:
+        best = max(rates, key=rates.get)                              # dmath tune's rates
+    else:
+        best = kernel_choice.choice("gemm", dtype, device=device)     # measured once, cached
     return best if best != "blas" or blas_available() else "torch"
 
 
@@ -115,15 +119,36 @@ def _torch_gemm(a, b, out, alpha, beta, dtype):
 
 # -- blas ----------------------------------------------------------------------------
 def _limit_blas_threads() -> None:
+    """scipy's OpenBLAS runs torch's thread count (its own default is every core)."""
     n = torch.get_num_threads()
     if _BLAS_THREADS[0] == n:
         return
     _BLAS_THREADS[0] = n
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return  # OpenBLAS then follows OPENBLAS_NUM_THREADS / OMP_NUM_THREADS
-    threadpool_limits(n, user_api="blas")
+    lib = openblas()
+    if lib is not None:
+        lib.scipy_openblas_set_num_threads(n)
+
+
+_OPENBLAS: list = []
+
+
+def openblas():
+    """The OpenBLAS scipy ships, as a ctypes library (None without scipy)."""
+    if not _OPENBLAS:
+        lib = None
+        try:
+            import ctypes
+            import glob
+
+            import scipy
+            libs = glob.glob(os.path.join(os.path.dirname(scipy.__file__) + ".libs",
+                                          "libscipy_openblas*.so"))
+            lib = ctypes.CDLL(libs[0])
+            lib.scipy_openblas_set_num_threads.argtypes = [ctypes.c_int]
+        except (ImportError, OSError, IndexError, AttributeError):
+            lib = None
+        _OPENBLAS.append(lib)
+    return _OPENBLAS[0]
 
 
 def _fortran(x: np.ndarray) -> tuple[np.ndarray, int]:

@@ -46,7 +46,7 @@ def solve(a: DArray, b: DArray, *, nb: int | None = None) -> DArray:
     if dt.is_floating_point or dt.is_complex:
         a, b = (x if x.dtype == dt else x.astype(dt) for x in (a, b))
     if one_rank(a):
-        LU, piv, info = one_rank_lu(whole(a))
+        LU, piv, info = one_rank_lu(whole(a), overwrite=True)
         if info:
             raise singular_error(info, "solve")
         B = whole(b).to(LU.dtype)
@@ -80,7 +80,7 @@ def inv(a: DArray, *, nb: int | None = None) -> DArray:
     """a^-1 (numpy.linalg.inv), in a's layout: LU, then the solve of the identity."""
     check_matrix(a, "inv", square=True)
     if one_rank(a):
-        LU, piv, info = one_rank_lu(whole(a))
+        LU, piv, info = one_rank_lu(whole(a), overwrite=True)
         if info:
             raise singular_error(info, "inv")
         pv = torch.from_numpy(piv + 1).to(device=LU.device, dtype=torch.int32)
@@ -115,7 +115,7 @@ def slogdet(a: DArray, *, nb: int | None = None) -> tuple:
     LU's diagonal and the pivots' parity; a singular a gives (0, -inf)."""
     check_matrix(a, "slogdet", square=True)
     if one_rank(a):
-        LU, piv, _ = one_rank_lu(whole(a))
+        LU, piv, _ = one_rank_lu(whole(a), overwrite=True)
         d = torch.diagonal(LU).cpu().numpy()
     else:
         M = to_bc(a, block_size(a, nb))

@@ -1,0 +1,238 @@
+"""Which CPU kernel each local routine runs, measured once per configuration and cached.
+
+=========  =======================  ============================================
+routine    kernels                  what is timed (both kernels, same operands)
+=========  =======================  ============================================
+gemm       torch, blas              n x n x n product (``kernels.local_gemm``)
+potrf      torch, scipy             Cholesky (``local_lapack.cholesky``)
+getrf      torch, scipy             LU with partial pivoting
+geqrf      torch, scipy             QR, R only
+syevd      torch, scipy             symmetric eigenvalues and vectors
+gesdd      torch, scipy             singular values and vectors
+=========  =======================  ============================================
+
+torch's CPU wheels link MKL; scipy ships OpenBLAS. Which is faster depends on
+the CPU, the routine, the dtype and the size (on an AMD EPYC: OpenBLAS for
+GEMM, Cholesky and LU; MKL for QR), so dmath measures instead of guessing.
+The first time an entry ``"<routine> <dtype> <small|large>"`` is needed, a
+short measurement (both kernels on one moderate matrix, best of a few, CPU
+time with one thread) picks the faster; the choice is stored in the tune
+file (``profile.path()``) under ``key()`` (host, CPU, torch, numpy and scipy
+versions, OpenBLAS core type, threads), so a new version or thread count
+measures again. ``small`` is n <= SMALL (panels, measured at SMALL), ``large``
+the rest (measured at ``SIZES[routine]``); GEMM has one class.
+
+Every rank must run the same kernel: LU and QR factor a panel redundantly on
+every rank of a grid column, and two kernels may pivot differently. So in a
+session of several ranks rank 0 reads the table when ``dmath.init`` runs,
+measures what ``AT_INIT`` names and the file lacks (well under a second,
+once per configuration), and broadcasts it (``runtime.agreed``); an entry
+not in the agreed table runs torch's kernel. In a world of one rank, entries
+are measured as they are first needed.
+
+Forcing: ``DMATH_CPU_GEMM=torch|blas`` and ``DMATH_CPU_LAPACK=torch|scipy``
+(rank 0's environment in a session of several ranks), or
+``kernels.set_local_kernel`` for GEMM.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable
+
+import torch
+
+from ..runtime import agreed
+from . import profile
+
+ROUTINES: dict[str, tuple[str, ...]] = {
+    "gemm": ("torch", "blas"), "potrf": ("torch", "scipy"), "getrf": ("torch", "scipy"),
+    "geqrf": ("torch", "scipy"), "syevd": ("torch", "scipy"), "gesdd": ("torch", "scipy")}
+DTYPES = (torch.float32, torch.float64)
+SMALL = 160                                       # n <= SMALL: the "small" class, measured at SMALL
+SIZES = {"gemm": 768, "potrf": 768, "getrf": 768, "geqrf": 640, "syevd": 320, "gesdd": 256}
+ENV = {"gemm": "DMATH_CPU_GEMM"} | {r: "DMATH_CPU_LAPACK" for r in ROUTINES if r != "gemm"}
+# measured by rank 0 at init when missing (what runs on several ranks: GEMMs and the panels)
+AT_INIT = [f"gemm {d} large" for d in ("float32", "float64")] + [
+    f"{r} {d} small" for r in ("potrf", "getrf", "geqrf") for d in ("float32", "float64")]
+
+_MEMO: dict = {}                                  # (key(), entry) -> kernel, this process
+
+
+def _dname(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def entry(routine: str, dtype: torch.dtype, n: int | None = None) -> str:
+    """Table entry of ``routine`` on ``dtype`` for a problem of order ``n`` (None: large)."""
+    cls = "small" if routine != "gemm" and n is not None and n <= SMALL else "large"
+    return f"{routine} {_dname(dtype)} {cls}"
+
+
+def key(threads: int | None = None) -> str:
+    """Tune-file key of this configuration's kernel table."""
+    try:
+        import scipy
+        sv = scipy.__version__
+    except ImportError:
+        sv = "none"
+    return f"kernels|{profile.fingerprint(torch.device('cpu'), threads)}|scipy {sv}"
+
+
+def forced(routine: str) -> str | None:
+    """The kernel this process's environment forces for ``routine`` (or None)."""
+    v = os.environ.get(ENV[routine]) or None
+    if v is not None and v not in ROUTINES[routine]:
+        raise ValueError(f"{ENV[routine]}={v!r}: must be one of {ROUTINES[routine]}")
+    return v
+
+
+def available(kernel: str) -> bool:
+    if kernel == "torch":
+        return True
+    try:
+        import scipy.linalg.blas  # noqa: F401
+        import scipy.linalg.lapack  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def forced_kernel(routine: str) -> str | None:
+    """The kernel the environment forces for ``routine`` (rank 0's in a session of several
+    ranks), or None."""
+    if agreed.is_agreed():
+        return agreed.get("local kernels").get(f"{routine} forced")
+    return forced(routine)
+
+
+def choice(routine: str, dtype: torch.dtype, n: int | None = None,
+           device: torch.device | None = None) -> str:
+    """The kernel ``routine`` runs for ``dtype`` at order ``n`` on ``device`` (CPU float32 /
+    float64 only choose; anything else is torch's)."""
+    if (device is not None and device.type != "cpu") or dtype not in DTYPES:
+        return "torch"
+    f = forced_kernel(routine)
+    if f is not None:
+        return f
+    name = entry(routine, dtype, n)
+    if agreed.is_agreed():
+        return agreed.get("local kernels").get(name, "torch")
+    memo = (key(), name)
+    k = _MEMO.get(memo)
+    if k is None:
+        k = _MEMO[memo] = table([name])[name]
+    return k
+
+
+# -- the cached table -------------------------------------------------------------------
+def _read_file() -> dict:
+    try:
+        return json.loads(profile.path().read_text()).get(key(), {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _write_file(found: dict) -> None:
+    """Merge ``found`` (entry -> {"choice", "seconds"}) into the tune file; a file that
+    cannot be written only costs a measurement next time."""
+    p = profile.path()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data.setdefault(key(), {}).update(found)
+        tmp = p.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(p)
+    except OSError:
+        pass
+
+
+def table(entries: list[str]) -> dict[str, str]:
+    """entry -> kernel for ``entries``: forced by the environment, else cached in the tune
+    file, else measured now (and cached)."""
+    cached = _read_file()
+    out, todo = {}, []
+    for name in entries:
+        f = forced(name.split()[0])
+        if f is not None:
+            out[name] = f
+        elif name in cached and cached[name].get("choice") in ROUTINES[name.split()[0]]:
+            out[name] = cached[name]["choice"]
+        else:
+            todo.append(name)
+    if todo:
+        found = {name: measure(name) for name in todo}
+        _write_file(found)
+        out.update({name: v["choice"] for name, v in found.items()})
+    return out
+
+
+def _session_table() -> dict[str, str]:
+    """Rank 0's table for the session (read at ``dmath.init``): AT_INIT plus whatever the
+    file holds, with the environment's forcing applied."""
+    from ..runtime import context
+    out = {f"{r} forced": forced(r) for r in ROUTINES if forced(r) is not None}
+    if context().device.type != "cpu":
+        return out
+    names = sorted(set(AT_INIT) | set(_read_file()))
+    out.update(table([n for n in names if len(n.split()) == 3 and n.split()[0] in ROUTINES]))
+    return out
+
+
+agreed.register("local kernels", _session_table)
+
+
+# -- measuring --------------------------------------------------------------------------
+def _clock() -> Callable[[], float]:
+    # one thread: the thread's CPU time (other processes on a shared machine do not count)
+    return time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
+
+
+def _best(run: Callable[[], object], prep: Callable[[], object], repeats: int) -> float:
+    clock = _clock()
+    best = float("inf")
+    for _ in range(repeats):
+        x = prep()
+        t = clock()
+        run(x)
+        best = min(best, clock() - t)
+    return best
+
+
+def measure(name: str, repeats: int = 3) -> dict:
+    """Time both kernels for table entry ``name``: {"choice": fastest, "seconds": {...}}."""
+    from . import local_lapack as ll
+    from .kernels import _blas_gemm, _torch_gemm
+    routine, dname, cls = name.split()
+    dtype = getattr(torch, dname)
+    n = SMALL if cls == "small" else SIZES[routine]
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=g, dtype=torch.float64)
+    if routine in ("potrf", "syevd"):
+        a = a @ a.T + n * torch.eye(n, dtype=torch.float64)
+    a = a.to(dtype)
+    reps = repeats if routine not in ("syevd", "gesdd") else 2
+    secs = {}
+    for k in ROUTINES[routine]:
+        if not available(k):
+            continue
+        if routine == "gemm":
+            c = torch.empty_like(a)
+            fn = (lambda x, c=c: _torch_gemm(a, a, c, 1.0, 0.0, dtype)) if k == "torch" else \
+                 (lambda x, c=c: _blas_gemm(a, a, c, 1.0, 0.0))
+            fn(None)                                                   # warm up
+            secs[k] = _best(fn, lambda: None, reps)
+            continue
+        run = {"potrf": lambda x, k=k: ll.cholesky(x, kernel=k, overwrite=True),
+               "getrf": lambda x, k=k: ll.lu_factor(x, kernel=k, overwrite=True),
+               "geqrf": lambda x, k=k: ll.qr(x, "r", kernel=k, overwrite=True),
+               "syevd": lambda x, k=k: ll.eigh(x, kernel=k),
+               "gesdd": lambda x, k=k: ll.svd(x, False, kernel=k)}[routine]
+        run(a.clone())                                                 # warm up
+        secs[k] = _best(run, a.clone, reps)
+    return {"choice": min(secs, key=secs.get), "seconds": secs}

@@ -1,0 +1,173 @@
+"""Local kernels chosen by measurement (issue 19): the cached table, its key, forcing,
+both kernels' results, and the choice agreed by every rank of a session."""
+import json
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+import torch
+
+from dmath.linalg import kernel_choice, kernels, local_lapack, profile
+from mpi_harness import run_workers
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    """An empty tune file, no forcing, and a fake measurement that counts its calls."""
+    monkeypatch.setenv("DMATH_TUNE_FILE", str(tmp_path / "tune.json"))
+    monkeypatch.delenv("DMATH_CPU_GEMM", raising=False)
+    monkeypatch.delenv("DMATH_CPU_LAPACK", raising=False)
+    calls = []
+
+    def fake(name, repeats=3):
+        calls.append(name)
+        k = kernel_choice.ROUTINES[name.split()[0]][1]
+        return {"choice": k, "seconds": {"torch": 2.0, k: 1.0}}
+
+    monkeypatch.setattr(kernel_choice, "measure", fake)
+    kernel_choice._MEMO.clear()
+    kernels._KERNELS.clear()
+    yield tmp_path / "tune.json", calls
+    kernel_choice._MEMO.clear()
+    kernels._KERNELS.clear()
+    profile._fingerprint.cache_clear()
+
+
+def test_measured_once_then_read_from_the_file(fresh):
+    path, calls = fresh
+    assert kernel_choice.choice("potrf", torch.float64, 4096) == "scipy"
+    assert kernel_choice.choice("potrf", torch.float64, 5000) == "scipy"   # same entry: memo
+    assert calls == ["potrf float64 large"]
+    kernel_choice._MEMO.clear()                                # a new process: the file answers
+    assert kernel_choice.choice("potrf", torch.float64, 4096) == "scipy"
+    assert calls == ["potrf float64 large"]
+    assert kernel_choice.choice("potrf", torch.float64, 64) == "scipy"     # small: its own entry
+    assert calls[-1] == "potrf float64 small"
+    saved = json.loads(path.read_text())[kernel_choice.key()]
+    assert saved["potrf float64 large"] == {"choice": "scipy", "seconds": {"torch": 2.0, "scipy": 1.0}}
+    # never a choice for what is not a CPU float32/float64 problem
+    assert kernel_choice.choice("potrf", torch.complex128, 4096) == "torch"
+    assert kernel_choice.choice("getrf", torch.float16, 4096) == "torch"
+    assert kernel_choice.choice("getrf", torch.float32, 4096, torch.device("meta")) == "torch"
+    assert len(calls) == 2
+
+
+def test_gemm_without_a_tune_profile_is_measured(fresh):
+    path, calls = fresh
+    assert profile.load(CPU) == (profile.DEFAULTS, False)
+    assert kernels.kernel_for(CPU, torch.float32) == "blas"
+    assert kernels.kernel_for(CPU, torch.bfloat16) == "torch"
+    assert calls == ["gemm float32 large"]
+    # a dmath tune profile with both kernels' rates decides instead
+    profile.save(CPU, dict(profile.DEFAULTS, gamma={"float64": {"torch": 3e9, "blas": 2e9}}))
+    kernels._KERNELS.clear()
+    assert kernels.kernel_for(CPU, torch.float64) == "torch"
+
+
+def test_a_new_version_measures_again(fresh, monkeypatch):
+    path, calls = fresh
+    kernel_choice.choice("getrf", torch.float32, 1000)
+    old = kernel_choice.key()
+    monkeypatch.setattr(torch, "__version__", "0.0.0+other")
+    profile._fingerprint.cache_clear()
+    assert kernel_choice.key() != old
+    kernel_choice.choice("getrf", torch.float32, 1000)
+    assert calls == ["getrf float32 large"] * 2
+    data = json.loads(path.read_text())
+    assert {old, kernel_choice.key()} <= set(data)          # both configurations kept
+    monkeypatch.setattr(torch, "__version__", "0.0.0+third")
+    profile._fingerprint.cache_clear()
+    monkeypatch.setattr(kernel_choice.profile, "fingerprint",
+                        lambda dev, threads=None: "other threads")
+    assert kernel_choice.key() != old
+
+
+def test_the_environment_forces_a_kernel(fresh, monkeypatch):
+    path, calls = fresh
+    monkeypatch.setenv("DMATH_CPU_GEMM", "torch")
+    monkeypatch.setenv("DMATH_CPU_LAPACK", "torch")
+    assert kernels.kernel_for(CPU, torch.float64) == "torch"
+    assert kernel_choice.choice("geqrf", torch.float64, 3000) == "torch"
+    monkeypatch.setenv("DMATH_CPU_LAPACK", "scipy")
+    assert kernel_choice.choice("geqrf", torch.float64, 3000) == "scipy"
+    assert calls == []                                        # nothing measured
+    monkeypatch.setenv("DMATH_CPU_GEMM", "mkl")
+    kernels._KERNELS.clear()
+    with pytest.raises(ValueError, match="DMATH_CPU_GEMM"):
+        kernels.kernel_for(CPU, torch.float32)
+
+
+def test_the_real_measurement_names_a_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("DMATH_TUNE_FILE", str(tmp_path / "tune.json"))
+    for name in ("gemm float32 large", "potrf float64 small", "getrf float32 small",
+                 "geqrf float64 small"):
+        got = kernel_choice.measure(name, repeats=1)
+        assert got["choice"] in kernel_choice.ROUTINES[name.split()[0]]
+        assert got["choice"] == min(got["seconds"], key=got["seconds"].get)
+        assert all(v > 0 for v in got["seconds"].values())
+
+
+@pytest.mark.parametrize("kernel", ["torch", "scipy"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_local_lapack_matches_numpy(kernel, dtype):
+    tol = 1e-10 if dtype == torch.float64 else 2e-4
+    g = torch.Generator().manual_seed(1)
+    for n in (0, 1, 7, 130):
+        a = torch.randn(n, n, generator=g, dtype=torch.float64)
+        s = a @ a.T + n * torch.eye(n, dtype=torch.float64)
+        an, sn = a.numpy(), s.numpy()
+        for overwrite in (False, True):
+            x = s.to(dtype).clone()
+            keep = x.clone()
+            L, info = local_lapack.cholesky(x, kernel=kernel, overwrite=overwrite)
+            assert int(info) == 0
+            assert np.allclose(L.double().numpy(), np.linalg.cholesky(sn), rtol=tol, atol=tol * n)
+            assert overwrite or torch.equal(x, keep)
+            x = a.to(dtype).clone()
+            keep = x.clone()
+            LU, piv, info = local_lapack.lu_factor(x, kernel=kernel, overwrite=overwrite)
+            lu, pref = sl.lu_factor(an) if n else (an, np.zeros(0, np.int64))
+            if dtype == torch.float64:
+                assert np.array_equal(piv, pref) and np.allclose(LU.numpy(), lu, atol=tol * n)
+            assert info == 0 and piv.dtype == np.int64
+            assert overwrite or torch.equal(x, keep)
+        for m in (n, n + 5, max(n - 3, 0)):
+            b = torch.randn(m, n, generator=g, dtype=torch.float64)
+            for mode in ("r", "reduced"):
+                Q, R = local_lapack.qr(b.to(dtype), mode, kernel=kernel)
+                assert R.shape == (min(m, n), n)
+                assert np.allclose(np.abs(R.double().numpy()), np.abs(np.linalg.qr(b.numpy(), "r")),
+                                   atol=tol * 100 * max(n, 1))
+                if mode == "reduced":
+                    assert np.allclose((Q @ R).double().numpy(), b.numpy(), atol=tol * 100 * max(n, 1))
+        w, V = local_lapack.eigh(s.to(dtype), kernel=kernel)
+        assert np.allclose(w.double().numpy(), np.linalg.eigvalsh(sn), rtol=tol * 10, atol=tol * n * n)
+        assert np.allclose((V * w) @ V.T, s.to(dtype), atol=tol * n * n * 10)
+        for full in (True, False):
+            b = torch.randn(n + 2, n, generator=g, dtype=dtype)
+            U, S, Vh = local_lapack.svd(b, full, kernel=kernel)
+            Un = np.linalg.svd(b.numpy(), full_matrices=full)[0]
+            assert U.shape == Un.shape and Vh.shape == (n, n)
+            assert np.allclose((U[:, :n] * S) @ Vh, b, atol=tol * 100 * max(n, 1))
+
+
+def test_singular_and_indefinite_inputs_report_info():
+    for kernel in ("torch", "scipy"):
+        a = torch.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=torch.float64)       # indefinite
+        assert int(local_lapack.cholesky(a, kernel=kernel)[1]) == 2
+        z = torch.zeros(3, 3, dtype=torch.float64)
+        z[0, 0] = 1.0
+        assert local_lapack.lu_factor(z, kernel=kernel)[2] == 2
+
+
+def test_transpose_in_place():
+    for n in (1, 5, 256, 300, 513):
+        t = torch.arange(n * n, dtype=torch.float64).view(n, n)
+        want = t.T.clone()
+        assert torch.equal(local_lapack.transpose_(t), want)
+
+
+def test_every_rank_runs_rank_0s_kernels(tmp_path):
+    assert run_workers("kernel_choice_cases", 2, str(tmp_path), timeout=600) >= 22
