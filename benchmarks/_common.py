@@ -1,7 +1,10 @@
-"""What the benchmark scripts share: running themselves on N local ranks, and
-rewriting their own section of docs/performance.md (between marker comments)."""
+"""What the benchmark scripts share: running themselves on N local ranks (``relaunch``,
+then ``spmd_dmath`` on each rank), running a child job and reading its result
+(``run_child``), and rewriting their own section of docs/performance.md (between
+marker comments)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -25,6 +28,57 @@ def relaunch(script: str, ranks: int, argv: list[str], env: dict | None = None) 
     full.update(env or {})
     cmd = mpiexec_command(ranks, [str(Path(script).resolve()), *argv])
     return subprocess.run(cmd, env=full).returncode
+
+
+def spmd_dmath(device: str | None = None):
+    """This checkout's dmath, started in SPMD mode on this rank (``device``: dmath's
+    default when None); the module."""
+    sys.path.insert(0, str(ROOT))
+    import dmath
+    dmath.init(mode="spmd", **({} if device is None else {"device": device}))
+    return dmath
+
+
+def best_of(fn, repeat: int, warmup: int = 0) -> float:
+    """The fastest of ``repeat`` timed calls of ``fn`` (seconds), after ``warmup``
+    untimed ones: the run least disturbed by other load."""
+    import time
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def run_child(argv: list[str], ranks: int, *, mpi: bool = True, single_thread=(),
+              timeout: float = 3600) -> dict:
+    """Run ``argv`` (a script and its arguments) and return the JSON of the line
+    ``RESULT {...}`` it prints: on ``ranks`` local MPI ranks (dmath's launch
+    environment, the variables ``single_thread`` set to 1), or with ``mpi=False`` as
+    one process whose BLAS/OpenMP threads (``THREAD_VARS``) are ``ranks``: the same
+    cores for both. A child that prints no result raises with its output's tail."""
+    sys.path.insert(0, str(ROOT))
+    from dmath.cli.launch import launch_env, mpiexec_command
+    if mpi:
+        env = launch_env(ranks)
+        env.update({k: "1" for k in single_thread})
+        cmd = mpiexec_command(ranks, argv)
+    else:
+        env = dict(os.environ)
+        env.update({k: str(ranks) for k in THREAD_VARS})
+        cmd = [sys.executable] + argv
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
 
 def write_section(section: str, begin: str, end: str) -> None:

@@ -3,6 +3,7 @@ the same cores.
 
     python benchmarks/fft.py                        # 64^3 and 128^3 on 1 and 2 ranks
     python benchmarks/fft.py --n 256 --ranks 1 4 16 # the 16-core host
+    python benchmarks/fft.py --gpu --n 256 512      # 1 GPU: dmath.fft vs torch.fft, complex64
 
 dmath runs SPMD on N local ranks (one thread each) on an n^3 complex128 array
 in slabs (dim 0 sharded over every rank) and in pencils (dims 0 and 1 over a
@@ -12,30 +13,29 @@ input's layout: one more). numpy.fft (pocketfft, always one thread),
 scipy.fft with ``workers=N`` and torch.fft with N threads run in one
 process. Milliseconds, best of ``--repeat``; ``max err`` is dmath's largest
 deviation from numpy's answer. ``speed-up`` = numpy time / dmath slab time.
+
+``--gpu``: one rank on the GPU, an n^3 complex64 array made on the device:
+``dmath.fft.fftn`` (``layout='any'`` and back to the input's layout) next to
+``torch.fft.fftn`` on the same tensor, milliseconds (best of ``--repeat``,
+synchronised), ``max err`` = dmath's largest deviation from torch's answer
+relative to its largest value. On a host without a GPU the same rows run on
+the CPU (a dry run).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from _common import ROOT, best_of, run_child
 
 
 def _best(fn, repeat: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return best_of(fn, repeat, warmup=1)
 
 
 def _data(n: int) -> np.ndarray:
@@ -91,26 +91,39 @@ def run_dmath(n: int, repeat: int) -> dict | None:
     return res if world.rank == 0 else None
 
 
-def _launch(system: str, n: int, p: int, repeat: int) -> dict:
+def run_gpu(n: int, repeat: int) -> dict:
+    """dmath.fft.fftn on 1 rank's device vs torch.fft.fftn there (complex64)."""
+    import torch
     sys.path.insert(0, str(ROOT))
-    from dmath.cli.launch import launch_env, mpiexec_command
+    import dmath
+    from dmath import Dim, Layout
+    dev = dmath.init(mode="spmd").device
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    g = torch.Generator(device=dev).manual_seed(0)
+    t = torch.randn((n, n, n), dtype=torch.complex64, device=dev, generator=g)
+    grid = dmath.Grid((1,), ("p",))
+    A = dmath.from_local(t, (n, n, n), Layout(Dim("p")), grid=grid)
+
+    def timed(fn):
+        def run():
+            fn()
+            sync()
+        return _best(run, repeat)
+    out = {"dmath_any": timed(lambda: dmath.fft.fftn(A, layout="any")),
+           "dmath": timed(lambda: dmath.fft.fftn(A)),
+           "torch": timed(lambda: torch.fft.fftn(t)),
+           "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"}
+    ref = torch.fft.fftn(t)
+    got = dmath.fft.fftn(A).local
+    out["err"] = float((got - ref).abs().max() / ref.abs().max())
+    return out
+
+
+def _launch(system: str, n: int, p: int, repeat: int) -> dict:
     argv = [str(Path(__file__).resolve()), "--child", system, "--n", str(n), "--ranks", str(p),
             "--repeat", str(repeat)]
-    if system == "host":
-        env = dict(os.environ)
-        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[k] = str(p)
-        cmd = [sys.executable] + argv
-    else:
-        env = launch_env(p)
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
-        cmd = mpiexec_command(p, argv)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return run_child(argv, p, mpi=system != "host",
+                     single_thread=("OMP_NUM_THREADS", "MKL_NUM_THREADS"))
 
 
 def main() -> None:
@@ -118,13 +131,25 @@ def main() -> None:
     ap.add_argument("--n", type=int, nargs="*", default=[64, 128])
     ap.add_argument("--ranks", type=int, nargs="*", default=[1, 2])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--gpu", action="store_true",
+                    help="1 GPU: dmath.fft vs torch.fft on the device, complex64")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         out = run_host(args.n[0], args.ranks[0], args.repeat) if args.child == "host" else \
+            run_gpu(args.n[0], args.repeat) if args.child == "gpu" else \
             run_dmath(args.n[0], args.repeat)
         if out is not None:
             print("RESULT " + json.dumps(out), flush=True)
+        return
+    if args.gpu:
+        print("| n | device | dmath.fft any / back (ms) | torch.fft (ms) | torch / dmath | max err |")
+        print("|---:|---|---:|---:|---:|---:|", flush=True)
+        for n in args.n:
+            d = _launch("gpu", n, 1, args.repeat)
+            print(f"| {n} | {d['device']} | {d['dmath_any'] * 1e3:.2f} / {d['dmath'] * 1e3:.2f} | "
+                  f"{d['torch'] * 1e3:.2f} | {d['torch'] / d['dmath_any']:.2f} | {d['err']:.1e} |",
+                  flush=True)
         return
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; complex128 n^3, "
           "milliseconds (best of the repeats)")

@@ -16,11 +16,24 @@
 #                                          # fft.py 256^3 on 1/4/16 ranks, eigh/svd vs ScaLAPACK
 #   bash benchmarks/gpu_session.sh operators  # operator tests on CUDA (1-4 ranks, both modes); dispatch
 #                                          # benchmark on CPU tensors (quiet host: writes docs) and --gpu
-# Logs go to $OUT (the device tool's output folder) or benchmarks/out.
+#   bash benchmarks/gpu_session.sh graphhost  # graph_host.py --gpu: host us between two replays (dmath
+#                                          # and torch's whole-step graph), LeNet and ResNet
+#   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
+#                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
+#                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
+#                                          # solvers.py --gpu (incl. eigh, svd); carry data/gz
+# Logs go to $OUT (the device tool's output folder) or benchmarks/out. zarr is not in the host's
+# image: carry .whl/ made by `pip download --no-deps --only-binary=:all: --python-version 3.12
+# --platform manylinux2014_x86_64 -d .whl zarr numcodecs donfig google-crc32c` (versions of the venv).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-benchmarks/out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 DMATH_DEVICE=cuda
+# packages the host's image lacks (zarr and its codecs for dmath.save), carried as wheels in .whl/
+if ls .whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PWD:/tmp/site
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi -L
@@ -60,6 +73,36 @@ case "${1:-tests}" in
     timeout 420 python3 benchmarks/train.py --gpu --epochs ${EPOCHS:-3} --systems $sys 2>&1 | tee "$OUT/gpu_train.log" | tail -12
     cp docs/performance.md docs/img/train_*_gpu.png "$OUT"/ 2>/dev/null
     timeout 60 python3 benchmarks/gemm_call.py --gpu 2>&1 | tee "$OUT/gpu_gemm_call.log"
+    ;;
+  graphhost)
+    timeout 200 python3 benchmarks/graph_host.py --gpu --models lenet,resnet 2>&1 | tee "$OUT/gpu_graph_host.log"
+    ;;
+  round3)  # every step under its own timeout (170+60+100+45+2*45+60 = 525 s); logs in $OUT
+    [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
+    t0=$SECONDS
+    step() { echo "== $1 (${SECONDS}s)"; }
+    step tests   # side by side: the captured-step worker (CUDA graphs only; the replay backend
+                 # is checked on CPUs) and the NCCL-capture tests
+    mkdir -p "$OUT/r3_tmp"
+    timeout 170 python3 tests/workers/train_graphs.py "$OUT/r3_tmp" cuda > "$OUT/r3_train_graphs.log" 2>&1 &
+    timeout 170 python3 -m pytest -q -p no:cacheprovider -rs tests/test_graph_nccl.py > "$OUT/r3_nccl.log" 2>&1 &
+    wait; rm -rf "$OUT/r3_tmp"
+    tail -n 3 "$OUT/r3_train_graphs.log" "$OUT/r3_nccl.log"
+    step graph_host
+    timeout 60 python3 benchmarks/graph_host.py --gpu --models lenet,resnet --steps 300 2>&1 | tee "$OUT/r3_graph_host.log"
+    step train
+    timeout 100 python3 benchmarks/train.py --gpu --models lenet --epochs 2 --systems dmath,torch-graph \
+        --no-doc 2>&1 | tee "$OUT/r3_train.log" | tail -8
+    step fft
+    timeout 45 python3 benchmarks/fft.py --gpu --n 256 512 --repeat 5 2>&1 | tee "$OUT/r3_fft.log"
+    for p in 2 4; do
+      step "redistribute --wire, $p ranks"
+      timeout 45 python3 benchmarks/redistribute.py --ranks $p --n 4096 --dtype float32 --repeat 7 \
+          --wire bf16,int8 --no-doc 2>&1 | tee "$OUT/r3_redistribute_wire_$p.log" | tail -9
+    done
+    step solvers
+    timeout 60 python3 benchmarks/solvers.py --gpu --n 4096 --spectral-n 2048 --repeats 2 2>&1 | tee "$OUT/r3_solvers.log"
+    step "done after $((SECONDS - t0)) s"
     ;;
   cpu16)
     export DMATH_DEVICE=cpu

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-from _common import DOC, ROOT, relaunch, under_mpi, write_section
+from _common import DOC, ROOT, relaunch, spmd_dmath, under_mpi, write_section
 
 BEGIN = "<!-- benchmarks/io.py: begin -->"
 END = "<!-- benchmarks/io.py: end -->"
@@ -156,9 +156,7 @@ def main(argv=None) -> int:
     args = _parse(argv)
     if not under_mpi():
         return relaunch(__file__, args.ranks, argv)
-    sys.path.insert(0, str(ROOT))
-    import dmath
-    dmath.init(mode="spmd", device="cuda" if args.gpu else "cpu")
+    dmath = spmd_dmath("cuda" if args.gpu else "cpu")
     world = dmath.context().world
     load = os.getloadavg()[0]
     folder = world.bcast_obj(tempfile.mkdtemp(prefix="dmath-io-", dir=args.dir)

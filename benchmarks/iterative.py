@@ -21,14 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, write_section
+from _common import ROOT, best_of, run_child, write_section
 
 BEGIN, END = "<!-- benchmarks/iterative.py: begin -->", "<!-- benchmarks/iterative.py: end -->"
 
@@ -68,12 +66,7 @@ def power(A, x, iters: int, norm):
 
 
 def _time(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return best_of(fn, repeat)
 
 
 def run_numpy(n: int, iters: int, repeat: int) -> dict:
@@ -119,25 +112,10 @@ def run_dmath(n: int, iters: int, repeat: int) -> dict:
 
 
 def _launch(system: str, n: int, ranks: int, args) -> dict:
-    sys.path.insert(0, str(ROOT))
-    from dmath.cli.launch import launch_env, mpiexec_command
     argv = [str(Path(__file__).resolve()), "--child", system, "--n", str(n),
             "--iters", str(args.iters), "--repeat", str(args.repeat)]
-    if system == "numpy":
-        env = dict(os.environ)
-        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[k] = str(ranks)
-        cmd = [sys.executable] + argv
-    else:
-        env = launch_env(ranks)
-        env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"
-        cmd = mpiexec_command(ranks, argv)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return run_child(argv, ranks, mpi=system != "numpy",
+                     single_thread=("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"), timeout=1800)
 
 
 def main() -> None:

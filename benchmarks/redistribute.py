@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from _common import DOC, ROOT, relaunch, under_mpi, write_section
+from _common import DOC, ROOT, relaunch, spmd_dmath, under_mpi, write_section
 
 PATH_VAR = "DMATH_HOST_ALLTOALL"
 BEGIN = "<!-- benchmarks/redistribute.py: begin -->"
@@ -286,9 +286,7 @@ def main(argv=None) -> int:
     args = _parse(argv)
     if not under_mpi():
         return relaunch(__file__, args.ranks, argv)
-    sys.path.insert(0, str(ROOT))
-    import dmath
-    dmath.init(mode="spmd")
+    dmath = spmd_dmath()
     grid = dmath.default_grid()
     load = os.getloadavg()[0]
     if args.wire:

@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 
-from _common import DOC, ROOT, relaunch, under_mpi, write_section
+from _common import DOC, ROOT, relaunch, spmd_dmath, under_mpi, write_section
 
 BEGIN = "<!-- benchmarks/reductions.py: begin -->"
 END = "<!-- benchmarks/reductions.py: end -->"
@@ -124,9 +124,7 @@ def main(argv=None) -> int:
     args = _parse(argv)
     if not under_mpi():
         return relaunch(__file__, args.ranks, argv)
-    sys.path.insert(0, str(ROOT))
-    import dmath
-    dmath.init(mode="spmd", device="cuda" if args.gpu else "cpu")
+    dmath = spmd_dmath("cuda" if args.gpu else "cpu")
     world = dmath.context().world
     load = os.getloadavg()[0]
     rows = _measure(dmath, args)

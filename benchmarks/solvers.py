@@ -228,28 +228,39 @@ def worker(args) -> None:
 
 
 def worker_gpu(args) -> None:
+    """dmath.linalg vs torch.linalg on this rank's device (the GPU; on a CPU-only host the
+    same code runs on the CPU: a dry run of the script)."""
     import torch
     import dmath
-    dmath.init(mode="spmd")
+    dev = dmath.init(mode="spmd").device
+    cuda = dev.type == "cuda"
     n = args.n
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(n, n, device="cuda", dtype=torch.float64, generator=g)
-    s = a @ a.T + n * torch.eye(n, device="cuda", dtype=torch.float64)
+    g = torch.Generator(device=dev).manual_seed(0)
+    a = torch.randn(n, n, device=dev, dtype=torch.float64, generator=g)
+    s = a @ a.T + n * torch.eye(n, device=dev, dtype=torch.float64)
     lay = dmath.replicated()
     S, G = dmath.from_local(s, (n, n), lay), dmath.from_local(a, (n, n), lay)
     pairs = {"cholesky": (lambda: dmath.linalg.cholesky(S), lambda: torch.linalg.cholesky(s)),
              "lu": (lambda: dmath.linalg.lu(G), lambda: torch.linalg.lu_factor(a)),
              "qr": (lambda: dmath.linalg.qr(G), lambda: torch.linalg.qr(a)),
              "solve": (lambda: dmath.linalg.solve(G, S), lambda: torch.linalg.solve(a, s))}
-    out = {"n": n, "device": torch.cuda.get_device_name()}
+    m = args.spectral_n or min(n, 4096)        # eigh / svd: O(n^3) with a large constant
+    a2, s2 = a[:m, :m].contiguous(), s[:m, :m].contiguous()
+    S2, G2 = dmath.from_local(s2, (m, m), lay), dmath.from_local(a2, (m, m), lay)
+    pairs["eigh"] = (lambda: dmath.linalg.eigh(S2), lambda: torch.linalg.eigh(s2))
+    pairs["svd"] = (lambda: dmath.linalg.svd(G2), lambda: torch.linalg.svd(a2))
+    want = args.gpu_routines.split(",")
+    pairs = {k: v for k, v in pairs.items() if k in want}
+    out = {"n": n, "spectral_n": m, "device": torch.cuda.get_device_name() if cuda else "cpu"}
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     for name, (mine, ref) in pairs.items():
         best = {}
         for rep in range(args.repeats + 1):
             for who, fn in (("dmath", mine), ("torch", ref)):
-                torch.cuda.synchronize()
+                sync()
                 t = time.perf_counter()
                 fn()
-                torch.cuda.synchronize()
+                sync()
                 if rep:
                     best[who] = min(best.get(who, 1e9), time.perf_counter() - t)
         out[name] = {k: {"seconds": v} for k, v in best.items()}
@@ -481,6 +492,10 @@ def main() -> None:
                     help="eigh, eigvalsh, svd: dmath on 1 and --ranks ranks vs scipy, same threads")
     ap.add_argument("--sizes", default="512,1024", help="--spectral: matrix sizes")
     ap.add_argument("--scipy-threads", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--gpu-routines", default="cholesky,lu,qr,solve,eigh,svd",
+                    help="--gpu: the routines timed against torch.linalg")
+    ap.add_argument("--spectral-n", type=int, default=None,
+                    help="--gpu: matrix size of eigh and svd (default min(n, 4096))")
     args = ap.parse_args()
     if args.fetch_scalapack:
         return fetch_scalapack()
@@ -495,9 +510,14 @@ def main() -> None:
         return spectral(args)
     if args.gpu:
         n = args.n or 8192
-        res = mpirun(1, ["--worker-gpu", "--n", str(n), "--repeats", str(args.repeats)])
-        print(f"GPU ({res['device']}), n={n} float64, 1 rank: dmath.linalg vs torch.linalg")
-        for r in ("cholesky", "lu", "qr", "solve"):
+        res = mpirun(1, ["--worker-gpu", "--n", str(n), "--repeats", str(args.repeats),
+                         "--gpu-routines", args.gpu_routines,
+                         *(["--spectral-n", str(args.spectral_n)] if args.spectral_n else [])])
+        print(f"GPU ({res['device']}), n={n} float64 (eigh, svd: n={res['spectral_n']}), 1 rank: "
+              "dmath.linalg vs torch.linalg (ratio = torch time / dmath time)")
+        for r in args.gpu_routines.split(","):
+            if r not in res:
+                continue
             d, t = res[r]["dmath"]["seconds"], res[r]["torch"]["seconds"]
             print(f"  {r:9s} dmath {d * 1e3:8.1f} ms  torch {t * 1e3:8.1f} ms  ratio {t / d:.2f}")
         (OUT / "solvers_gpu.json").write_text(json.dumps(res, indent=1))

@@ -21,6 +21,22 @@ on CUDA (on the CPU its default is the per-parameter loop).
 
 ``--commands`` (under mpiexec, client-server mode): the commands rank 0
 sends per dmath step.
+
+``--rounds R`` (the issue's "by CPU time" figure): R rounds, each running
+``--steps`` steps of dmath, torch and torch foreach one after the other and
+timing them by the process's CPU time (``time.process_time``: the loader's
+prefetch thread included, other jobs on a loaded machine mostly not); prints
+the median and the quartiles over the rounds of each round's torch/dmath
+ratio (above 1: dmath is faster), so a slow spell of the machine hits both
+sides of a ratio alike.
+
+    python benchmarks/train_overhead.py --models lenet --rounds 21 --steps 20
+
+``--data-parallel`` (under mpiexec, SPMD): dmath's data-parallel step with
+``--batch`` images per rank; per rank the CPU time of a step (median of
+``--rounds`` rounds of ``--steps``) and per step the collectives and bytes sent.
+
+    mpiexec -n 2 python -m mpi4py benchmarks/train_overhead.py --models lenet --data-parallel
 """
 from __future__ import annotations
 
@@ -97,6 +113,76 @@ def _measure(step, steps: int, warm: int = 5) -> dict:
             "syncs": c.ops.get("_local_scalar_dense", 0), "host": h.n, "by_op": c.ops}
 
 
+def _rounds(runs: dict, rounds: int, steps: int, warm: int = 20) -> dict:
+    """Per system: CPU seconds per step in each of ``rounds`` interleaved rounds."""
+    for step in runs.values():
+        for _ in range(warm):
+            step()
+    out = {k: [] for k in runs}
+    for _ in range(rounds):
+        for k, step in runs.items():
+            c0 = time.process_time()
+            for _ in range(steps):
+                step()
+            out[k].append((time.process_time() - c0) / steps)
+    return out
+
+
+def _quartiles(v: list) -> tuple:
+    q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
+    return q[1], q[0], q[2]
+
+
+def cpu_time_table(models: list, batch: int, rounds: int, steps: int) -> None:
+    """The interleaved CPU-time comparison (``--rounds``)."""
+    print(f"CPU, 1 rank, batch {batch}, {torch.get_num_threads()} thread(s); {rounds} rounds "
+          f"of {steps} steps each, CPU time (time.process_time)")
+    print("| model | dmath us/step | torch us/step | torch foreach us/step | torch/dmath "
+          "(median [quartiles] of the rounds) | torch foreach/dmath |")
+    print("|---|---|---|---|---|---|")
+    for name in models:
+        runs = {"dmath": dmath_step(name, batch, rounds * steps + 40),
+                "torch": torch_step(name, batch, None),
+                "torch foreach": torch_step(name, batch, True)}
+        r = _rounds(runs, rounds, steps)
+        us = {k: 1e6 * statistics.median(v) for k, v in r.items()}
+        rt = [t / d for t, d in zip(r["torch"], r["dmath"])]
+        rf = [t / d for t, d in zip(r["torch foreach"], r["dmath"])]
+        m, lo, hi = _quartiles(rt)
+        mf, lof, hif = _quartiles(rf)
+        print(f"| {name} | {us['dmath']:.0f} | {us['torch']:.0f} | {us['torch foreach']:.0f} | "
+              f"**{m:.2f}** [{lo:.2f}-{hi:.2f}] | {mf:.2f} [{lof:.2f}-{hif:.2f}] |", flush=True)
+
+
+def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
+    """The ``--data-parallel`` figures (SPMD, every rank runs this)."""
+    import dmath
+    world = dmath.runtime.context().world
+    p = world.size
+    for name in models:
+        step = dmath_step(name, batch * p, (rounds + 3) * steps + 20)
+        for _ in range(10):
+            step()
+        dmath.comm_stats.reset()
+        for _ in range(steps):
+            step()
+        snap = dmath.comm_stats.snapshot()
+        ts = []
+        for _ in range(rounds):
+            world.barrier()
+            c0 = time.process_time()
+            for _ in range(steps):
+                step()
+            ts.append((time.process_time() - c0) / steps)
+        ts = world.allgather_obj(1e6 * statistics.median(ts))
+        if world.rank == 0:
+            calls = ", ".join(f"{k} {v / steps:g}" for k, v in sorted(snap["calls"].items()))
+            sent = sum(snap["bytes_sent"].values()) / steps
+            print(f"{name}: {p} ranks x {batch} images: CPU us/step per rank "
+                  f"{[round(t) for t in ts]}; per step: {calls or 'no collective'}; "
+                  f"{sent / 1e3:.1f} kB sent", flush=True)
+
+
 def dmath_step(name: str, batch: int, nsteps: int):
     from dmath import train
     rng = np.random.default_rng(0)
@@ -147,6 +233,10 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--top", type=int, default=0, help="also list the N most frequent ops")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="interleaved rounds of --steps steps timed by CPU time (see above)")
+    ap.add_argument("--data-parallel", action="store_true",
+                    help="SPMD under mpiexec: data-parallel step, --batch per rank")
     ap.add_argument("--commands", action="store_true",
                     help="client-server (under mpiexec): commands per dmath step")
     args = ap.parse_args(argv)
@@ -177,6 +267,15 @@ def main(argv=None) -> int:
         dmath.finalize()
         return 0
     dmath.init(device="cpu", mode="spmd", threads=args.threads)
+    if args.data_parallel:
+        data_parallel(args.models.split(","), args.batch, args.rounds or 15,
+                      min(args.steps, 20))
+        dmath.finalize()
+        return 0
+    if args.rounds:
+        cpu_time_table(args.models.split(","), args.batch, args.rounds, args.steps)
+        dmath.finalize()
+        return 0
     print(f"CPU, 1 rank, batch {args.batch}, {torch.get_num_threads()} thread(s); median of "
           f"{args.steps} steps")
     print("| model | system | us/step | us outside torch ops | torch ops/step | host syncs "

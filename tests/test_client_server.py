@@ -103,21 +103,26 @@ def _session(cmd: list[str], n: int, kill_rank0: bool = False, timeout: float = 
 
 
 # -- sessions -------------------------------------------------------------------------------
-@pytest.mark.parametrize("n,errors", [(2, "eager"), (3, "lazy")])
+@pytest.mark.parametrize("n,errors", [(2, "eager"), (3, "lazy"), (3, "pipelined")])
 def test_session_errors_caches_memory(n, errors):
     assert run_workers("cs_session", n, errors, timeout=600) >= 40
 
 
 def test_same_results_in_both_modes(tmp_path):
+    """SPMD, client-server as it runs by default (pipelined checks, template calls) and
+    as it ran before those (eager checks, every call pickled): bit for bit."""
     got = {}
-    for mode in ("spmd", "client-server"):
-        out = tmp_path / f"{mode}.npz"
-        run_mpi(WORKERS / "cs_compute.py", 3, mode, str(out))
-        got[mode] = np.load(out)
-    spmd, cs = got["spmd"], got["client-server"]
-    assert sorted(spmd.files) == sorted(cs.files) and len(spmd.files) > 15
-    for k in spmd.files:
-        assert np.array_equal(spmd[k], cs[k]), k
+    old = {"DMATH_ERRORS": "eager", "DMATH_CALL_TEMPLATES": "0"}
+    for name, mode, env in [("spmd", "spmd", None), ("cs", "client-server", None),
+                            ("cs old", "client-server", old)]:
+        out = tmp_path / f"{name}.npz"
+        run_mpi(WORKERS / "cs_compute.py", 3, mode, str(out), env=env)
+        got[name] = np.load(out)
+    spmd = got["spmd"]
+    for cs in (got["cs"], got["cs old"]):
+        assert sorted(spmd.files) == sorted(cs.files) and len(spmd.files) > 15
+        for k in spmd.files:
+            assert np.array_equal(spmd[k], cs[k]), k
     X = spmd["A"]
     assert np.allclose(spmd["A @ I"], X @ np.eye(X.shape[1], X.shape[0], k=1))   # and right
 

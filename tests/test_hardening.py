@@ -59,7 +59,7 @@ pids = [r["pid"] for r in describe_ranks()]
 print("PIDS", *pids, "SHM", shm_dir, flush=True)
 assert float(dmath.sum(dmath.from_numpy(np.arange(4.0))).item()) == 6.0
 os.kill(pids[2], 9)
-for i in range(2):
+for i in range(3):
     try:
         dmath.from_numpy(np.arange(4.0))
         print("NO ERROR", flush=True)
@@ -92,7 +92,10 @@ def test_spawn_without_path_survives_a_lost_worker_and_cleans_up(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "STILL HERE" in proc.stdout, out[-4000:]
     raised = re.findall(r"^RAISED (.*)$", proc.stdout, re.M)
-    assert len(raised) == 2 and "lost rank 2" in raised[0] and "unusable" in raised[1], out
+    # pipelined error checks (the default): a call returning arrays does not wait for the
+    # servers, so the loss may surface at the next call (one NO ERROR at most)
+    assert len(raised) >= 2 and "lost rank 2" in raised[0] and "unusable" in raised[1], out
+    assert proc.stdout.count("NO ERROR") <= 1, out
     m = re.search(r"^PIDS (\d+) (\d+) (\d+) SHM (\S+)$", proc.stdout, re.M)
     assert m, out
     shm_dir = m.group(4)

@@ -155,11 +155,15 @@ class DArray:
     def _touched(self) -> None:
         self._version += 1
         self._host_cache = None
-        caching.LAYOUTS.forget(self)
-        for view in getattr(self, "_views", None) or ():
-            if view is not self:
-                view._version += 1
-                view._host_cache = None
+        d = self.__dict__
+        if "_uid_" in d:                  # no uid: nothing in the layout cache
+            caching.LAYOUTS.forget(self)
+        views = d.get("_views")
+        if views is not None and len(views) > 1:     # a set of just itself: nothing more
+            for view in views:
+                if view is not self:
+                    view._version += 1
+                    view._host_cache = None
 
     @property
     def version(self) -> int:
@@ -510,7 +514,7 @@ def touch_all(arrays) -> None:
     runs on every rank (a replayed training step), without a command per array."""
     for a in arrays:
         d = a.__dict__
-        if "_uid_" in d or d.get("_views"):
+        if "_uid_" in d or ("_views" in d and len(d["_views"]) > 1):
             a._touched()
         else:                       # never cached, no views: what ``_touched`` would do
             a._version += 1

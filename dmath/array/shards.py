@@ -58,10 +58,11 @@ def global_indices(shape: Sequence[int], layout: Layout, grid: "Grid",
 
 def take_piece(t: torch.Tensor, idx: Sequence[np.ndarray]) -> torch.Tensor:
     """The sub-tensor of ``t`` at ``idx`` (per leading dim an index array, e.g. from
-    ``global_indices``): ``t`` as it is along a dim the indices cover whole and in
-    order, a gather (``index_select``) along the others."""
+    ``global_indices``; None: the whole dim): ``t`` as it is along a dim the indices
+    cover whole and in order, a gather (``index_select``) along the others."""
     for d, i in enumerate(idx):
-        if len(i) != t.shape[d] or (len(i) and (i[0] != 0 or np.any(np.diff(i) != 1))):
+        if i is not None and (len(i) != t.shape[d]
+                              or (len(i) and (i[0] != 0 or np.any(np.diff(i) != 1)))):
             t = t.index_select(d, torch.from_numpy(np.asarray(i, np.int64)).to(t.device))
     return t
 

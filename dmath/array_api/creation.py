@@ -16,7 +16,7 @@ from .. import ops
 from ..array import DArray, Layout
 from ..runtime.dispatch import command
 from . import dtypes as dt
-from .whole import default_layout, full_tensor, on_whole, wrap, grid_of
+from .whole import default_layout, wrap, grid_of
 
 __all__ = ["arange", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full",
            "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
@@ -107,6 +107,7 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None,
         device=None) -> DArray:
     check_device(device)
     n_cols = n_rows if n_cols is None else n_cols
+    k = builtins.max(-n_rows, builtins.min(operator.index(k), n_cols))   # beyond: all zeros
     return ops.eye(n_rows, n_cols, k=k, dtype=_t(dtype), layout=default_layout(2))
 
 
@@ -231,21 +232,22 @@ def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> DArray:
 
 @command
 def meshgrid(*arrays: DArray, indexing: str = "xy") -> list[DArray]:
-    """Coordinate matrices of 1-D arrays ('xy' or 'ij' indexing)."""
+    """Coordinate matrices of 1-D arrays ('xy' or 'ij' indexing): ``dmath.ops.meshgrid``
+    (each input expanded in place; no communication unless it was sharded)."""
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', not {indexing!r}")
     if not arrays:
         return []
-    return list(on_whole(lambda *ts: list(torch.meshgrid(*ts, indexing=indexing)), *arrays))
+    return list(ops.meshgrid(*arrays, indexing=indexing))
 
 
 @command
 def tril(x: DArray, /, *, k: int = 0) -> DArray:
-    """Lower triangle of each matrix (the last two dims)."""
-    return on_whole(lambda t: torch.tril(t, k), x)
+    """Lower triangle of each matrix (the last two dims): each rank masks its piece."""
+    return ops.tril(x, k)
 
 
 @command
 def triu(x: DArray, /, *, k: int = 0) -> DArray:
-    """Upper triangle of each matrix (the last two dims)."""
-    return on_whole(lambda t: torch.triu(t, k), x)
+    """Upper triangle of each matrix (the last two dims): each rank masks its piece."""
+    return ops.triu(x, k)

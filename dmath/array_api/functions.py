@@ -1,13 +1,14 @@
 """The standard's statistical, searching, sorting, set, manipulation, indexing and
 utility functions, and its linear-algebra functions outside the extension.
 
-Reductions (sum, mean, max, ...), argmax/argmin, sort/argsort (ascending),
-cumulative_sum, matmul/tensordot/vecdot, concat/stack/reshape/permute_dims/
-expand_dims/squeeze are dmath's distributed ops (a local step plus an all-reduce,
-a sample sort, a redistribution); functions whose output shape depends on the
-data or that move elements across the whole array (nonzero, unique_*, flip,
-roll, repeat, tile, take, searchsorted, diff, ...) run on the whole array on
-every rank (``whole.on_whole``: an all-gather). docs/arrays.md has the table.
+Thin wrappers over dmath's distributed ops (``dmath.ops``: reductions,
+rearrangement, selection, counting, accumulation, sorting, shape; ``dmath.linalg``:
+the GEMM): each maps the standard's signature and keywords onto the op (keyword
+names, ``include_initial``, ``descending``, scalar ``x2``, named-tuple results,
+the standard's result dtypes) and leaves the algorithm and the communication to
+it. Only complex ``unique_*`` and complex ``matmul``/``tensordot`` (dmath has no
+distributed complex sort or GEMM) run on the whole array (``whole.on_whole``: an
+all-gather). docs/arrays.md has the table.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import importlib
 ew = importlib.import_module("dmath.ops.ufuncs")
 from ..runtime.dispatch import command
 from . import dtypes as dt
-from .whole import full_tensor, on_whole, wrap
+from .whole import on_whole
 
 _sum, _prod, _max, _min = ops.sum, ops.prod, ops.max, ops.min
 
@@ -100,7 +101,7 @@ def std(x: DArray, /, *, axis=None, correction=0.0, keepdims: bool = False) -> D
     return r if r.dtype == x.dtype else r.astype(x.dtype, copy=False)
 
 
-def _cumulative(torch_fn, name):
+def _cumulative(op, name):
     def f(x: DArray, /, *, axis=None, dtype=None, include_initial: bool = False) -> DArray:
         _check(x, name)
         if axis is None:
@@ -111,22 +112,20 @@ def _cumulative(torch_fn, name):
             raise ValueError(f"{name}: needs at least one dim")
         t = _acc_dtype(x, dtype)
         k = operator.index(axis) % x.ndim
-
-        def fn(a):
-            r = torch_fn(a.to(t), dim=k)
-            if include_initial:
-                shape = list(a.shape)
-                shape[k] = 1
-                init = torch.zeros if name == "cumulative_sum" else torch.ones
-                r = torch.cat([init(shape, dtype=t, device=a.device), r], dim=k)
+        r = op(x.astype(t, copy=False), k).astype(t, copy=False)
+        if not include_initial:
             return r
-        return on_whole(fn, x)
+        shape = list(x.shape)
+        shape[k] = 1
+        first = ops.full(tuple(shape), 0 if name == "cumulative_sum" else 1, dtype=t,
+                         layout=r.layout.without_partial(), grid=x.grid)
+        return ops.concatenate([first, r], k)
     f.__name__ = name
     return command(f, name=f"dmath.array_api.{f.__module__.rsplit('.', 1)[-1]}.{name}")
 
 
-cumulative_sum = _cumulative(torch.cumsum, "cumulative_sum")
-cumulative_prod = _cumulative(torch.cumprod, "cumulative_prod")
+cumulative_sum = _cumulative(ops.cumsum, "cumulative_sum")      # sharded axis: an all-gather
+cumulative_prod = _cumulative(ops.cumprod, "cumulative_prod")   # of per-block totals
 
 
 # -- searching ----------------------------------------------------------------------------
@@ -166,7 +165,7 @@ def nonzero(x: DArray, /) -> tuple:
     _check(x, "nonzero")
     if x.ndim == 0:
         raise ValueError("nonzero: a 0-d array has no indices (the standard forbids it)")
-    return tuple(on_whole(lambda t: list(torch.nonzero(t, as_tuple=True)), x))
+    return ops.nonzero(x)
 
 
 @command
@@ -178,52 +177,56 @@ def where(condition: DArray, x1, x2, /) -> DArray:
 
 
 @command
-def searchsorted(x1: DArray, x2: DArray, /, *, side: str = "left", sorter=None) -> DArray:
-    """Insertion indices of ``x2``'s values in the sorted 1-D ``x1`` (int64)."""
+def searchsorted(x1: DArray, x2, /, *, side: str = "left", sorter=None) -> DArray:
+    """Insertion indices of ``x2``'s values (an array, or a scalar taken in ``x1``'s
+    dtype) in the sorted 1-D ``x1`` (int64): ``dmath.ops.searchsorted``'s splitter
+    routing (real dtypes, as the standard)."""
+    _check(x1, "searchsorted")
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted: side must be 'left' or 'right', not {side!r}")
     if x1.ndim != 1:
         raise ValueError("searchsorted: x1 must be 1-D")
-
-    def fn(a, v, s=None):
-        if s is not None:
-            a = a[s]
-        t = torch.promote_types(a.dtype, v.dtype)
-        return torch.searchsorted(a.to(t).contiguous(), v.to(t).contiguous(), right=side == "right")
-    return on_whole(fn, x1, x2, *(() if sorter is None else (sorter,)))
+    if not isinstance(x2, DArray):
+        x2 = ops.full((), x2, dtype=x1.dtype, grid=x1.grid)
+    return ops.searchsorted(x1, x2, side=side, sorter=sorter)
 
 
 # -- sorting --------------------------------------------------------------------------------
+def _sort_axis(x: DArray, axis) -> int:
+    if x.ndim == 0:
+        raise ValueError("sort/argsort: a 0-d array has no axis to sort")
+    return ops.rearrangement.norm_axis(operator.index(axis), x.ndim)
+
+
 @command
 def sort(x: DArray, /, *, axis: int = -1, descending: bool = False, stable: bool = True):
+    """Sorted along ``axis`` (NaN last; descending: the ascending sort flipped, NaN first):
+    ``dmath.ops.sort`` (local, transpose or sample sort)."""
     _check(x, "sort")
-    if not descending:
-        return ops.sort(x, axis, kind="stable")
-    k = operator.index(axis) % builtins.max(x.ndim, 1)
-    return on_whole(lambda t: torch.flip(torch.sort(torch.flip(t, [k]), dim=k, stable=True)[0],
-                                         [k]), x)
+    k = _sort_axis(x, axis)
+    r = ops.sort(x, k, kind="stable")
+    return ops.flip(r, k) if descending else r
 
 
 @command
 def argsort(x: DArray, /, *, axis: int = -1, descending: bool = False, stable: bool = True):
+    """Stable sorting indices along ``axis`` (descending: equal elements keep their order:
+    the argsort of the flipped array, flipped back and mirrored)."""
     _check(x, "argsort")
+    k = _sort_axis(x, axis)
     if not descending:
-        return ops.argsort(x, axis, kind="stable")
-    k = operator.index(axis) % builtins.max(x.ndim, 1)
-
-    def fn(t):
-        n = t.shape[k]
-        i = torch.sort(torch.flip(t, [k]), dim=k, stable=True)[1]
-        return torch.flip(n - 1 - i, [k])
-    return on_whole(fn, x)
+        return ops.argsort(x, k, kind="stable")
+    i = ops.flip(ops.argsort(ops.flip(x, k), k, kind="stable"), k)
+    return ew.subtract(x.shape[k] - 1, i)
 
 
-# -- sets (numpy's unique on the whole array; NaNs are distinct, as the standard says) -----
+# -- sets: dmath.ops.unique (a sample sort, runs marked, rebalanced); NaNs are distinct
 def _np(t):
     return t.cpu().numpy()
 
 
-def _unique(t, counts=False, index=False, inverse=False):
+def _unique_whole(t, counts=False, index=False, inverse=False):
+    """numpy's unique of a whole tensor (complex: dmath has no distributed complex sort)."""
     a = _np(t).reshape(-1)
     vals, idx, inv, cnt = np.unique(a, return_index=True, return_inverse=True,
                                     return_counts=True, equal_nan=False)
@@ -237,6 +240,18 @@ def _unique(t, counts=False, index=False, inverse=False):
     return out
 
 
+def _unique(x: DArray, index=False, inverse=False, counts=False) -> list:
+    _check(x, "unique")
+    if x.dtype.is_complex:
+        return list(on_whole(lambda t: _unique_whole(t, counts, index, inverse), x))
+    out = ops.unique(x.reshape(1) if x.ndim == 0 else x, return_index=index,
+                     return_inverse=inverse, return_counts=counts, equal_nan=False)
+    out = list(out) if isinstance(out, tuple) else [out]
+    if inverse and x.ndim == 0:
+        out[1 + index] = out[1 + index].reshape(())
+    return out
+
+
 def _named(name, fields, *args):
     from collections import namedtuple
     return namedtuple(name, fields)(*args)
@@ -244,24 +259,24 @@ def _named(name, fields, *args):
 
 @command
 def unique_values(x: DArray, /) -> DArray:
-    return on_whole(lambda t: _unique(t)[0], x)
+    return _unique(x)[0]
 
 
 @command
 def unique_counts(x: DArray, /):
-    v, c = on_whole(lambda t: _unique(t, counts=True), x)
+    v, c = _unique(x, counts=True)
     return _named("UniqueCountsResult", ["values", "counts"], v, c)
 
 
 @command
 def unique_inverse(x: DArray, /):
-    v, i = on_whole(lambda t: _unique(t, inverse=True), x)
+    v, i = _unique(x, inverse=True)
     return _named("UniqueInverseResult", ["values", "inverse_indices"], v, i)
 
 
 @command
 def unique_all(x: DArray, /):
-    v, i, inv, c = on_whole(lambda t: _unique(t, True, True, True), x)
+    v, i, inv, c = _unique(x, True, True, True)
     return _named("UniqueAllResult", ["values", "indices", "inverse_indices", "counts"],
                   v, i, inv, c)
 
@@ -269,14 +284,8 @@ def unique_all(x: DArray, /):
 # -- manipulation ---------------------------------------------------------------------------
 @command
 def broadcast_to(x: DArray, /, shape) -> DArray:
-    shape = tuple(operator.index(s) for s in shape)
-    try:
-        np.broadcast_shapes(x.shape, shape)
-        if np.broadcast_shapes(x.shape, shape) != shape:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"broadcast_to: cannot broadcast {x.shape} to {shape}") from None
-    return on_whole(lambda t: torch.broadcast_to(t, shape).clone(), x)
+    _check(x, "broadcast_to")
+    return ops.broadcast_to(x, tuple(operator.index(s) for s in shape))
 
 
 @command
@@ -337,44 +346,27 @@ def reshape(x: DArray, /, shape, *, copy: bool | None = None) -> DArray:
 
 @command
 def moveaxis(x: DArray, source, destination, /) -> DArray:
-    src = [s % x.ndim for s in ((source,) if isinstance(source, int) else source)]
-    dst = [d % x.ndim for d in ((destination,) if isinstance(destination, int) else destination)]
-    if builtins.len(src) != builtins.len(dst) or builtins.len(set(src)) != builtins.len(src):
-        raise ValueError("moveaxis: source and destination must be distinct and as many")
-    order = [n for n in range(x.ndim) if n not in src]
-    for d, s in sorted(zip(dst, src)):
-        order.insert(d, s)
-    return ops.transpose(x, tuple(order))
+    return ops.moveaxis(x, source, destination)
 
 
 @command
 def flip(x: DArray, /, *, axis=None) -> DArray:
-    dims = list(range(x.ndim)) if axis is None else \
-        [a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis)]
-    return on_whole(lambda t: torch.flip(t, dims), x)
+    return ops.flip(x, axis)
 
 
 @command
 def roll(x: DArray, /, shift, *, axis=None) -> DArray:
-    if axis is None:
-        return on_whole(lambda t: torch.roll(t.reshape(-1), shift).reshape(t.shape), x)
-    return on_whole(lambda t: torch.roll(t, shift, axis), x)
+    return ops.roll(x, shift, axis)
 
 
 @command
 def repeat(x: DArray, repeats, /, *, axis: int | None = None) -> DArray:
-    def fn(t, r=repeats):
-        if axis is None:
-            t = t.reshape(-1)
-        return torch.repeat_interleave(t, r, dim=0 if axis is None else axis)
-    if isinstance(repeats, DArray):
-        return on_whole(lambda t, r: fn(t, r), x, repeats)
-    return on_whole(fn, x)
+    return ops.repeat(x, repeats, axis)
 
 
 @command
 def tile(x: DArray, repetitions, /) -> DArray:
-    return on_whole(lambda t: torch.tile(t, tuple(repetitions)), x)
+    return ops.tile(x, tuple(repetitions))
 
 
 @command
@@ -388,30 +380,46 @@ def unstack(x: DArray, /, *, axis: int = 0) -> tuple:
 # -- indexing -------------------------------------------------------------------------------
 @command
 def take(x: DArray, indices: DArray, /, *, axis: int | None = None) -> DArray:
+    """Elements at ``indices`` along ``axis``: ``dmath.ops.take`` (the index array on
+    every rank, the selected elements moved by one all-to-all)."""
+    _check(x, "take")
     if axis is None:
         if x.ndim != 1:
             raise ValueError("take: axis is required for arrays of more than one dim")
         axis = 0
-
-    def fn(t, i):
-        n = t.shape[axis]
-        return torch.index_select(t, axis, torch.where(i < 0, i + n, i).to(torch.int64))
-    return on_whole(fn, x, indices)
+    return ops.take(x, indices, axis)
 
 
 @command
 def take_along_axis(x: DArray, indices: DArray, /, *, axis: int = -1) -> DArray:
-    def fn(t, i):
-        n = t.shape[axis]
-        i = torch.where(i < 0, i + n, i).to(torch.int64)
-        shape = list(np.broadcast_shapes(tuple(t.shape[:axis % t.ndim]) + (1,) +
-                                         tuple(t.shape[axis % t.ndim + 1:]),
-                                         tuple(i.shape[:axis % t.ndim]) + (1,) +
-                                         tuple(i.shape[axis % t.ndim + 1:])))
-        ts, is_ = list(shape), list(shape)
-        ts[axis % t.ndim], is_[axis % t.ndim] = t.shape[axis], i.shape[axis]
-        return torch.take_along_dim(t.expand(ts), i.expand(is_), dim=axis)
-    return on_whole(fn, x, indices)
+    """``x[..., indices, ...]`` pairing each index with its position in the other dims
+    (broadcast): ``x[key]`` with one index array per dim (the index array on every
+    rank, the selected elements moved by one all-to-all)."""
+    _check(x, "take_along_axis")
+    if x.ndim == 0 or x.ndim != indices.ndim:
+        raise ValueError(f"take_along_axis: x ({x.ndim}-D) and indices ({indices.ndim}-D) "
+                         "must have the same number of dims, at least one")
+    k = ops.rearrangement.norm_axis(axis, x.ndim)
+    idx = indices.to_numpy().astype(np.int64)
+    n = x.shape[k]
+    if idx.size and ((idx >= n) | (idx < -n)).any():
+        raise IndexError(f"take_along_axis: an index is out of bounds for axis {k} with "
+                         f"size {n}")
+    idx = np.where(idx < 0, idx + n, idx)
+    others = [d for d in range(x.ndim) if d != k]
+    shape = list(np.broadcast_shapes(tuple(1 if d == k else x.shape[d] for d in range(x.ndim)),
+                                     tuple(1 if d == k else idx.shape[d]
+                                           for d in range(x.ndim))))
+    shape[k] = idx.shape[k]
+    idx = np.broadcast_to(idx, shape)
+    key = [None] * x.ndim
+    key[k] = idx
+    for d in others:
+        s = [1] * x.ndim
+        s[d] = x.shape[d]
+        key[d] = np.broadcast_to(np.arange(x.shape[d]).reshape(s) if x.shape[d] == shape[d]
+                                 else np.zeros(s, np.int64), shape)
+    return ops.indexing.getitem(x, tuple(key))
 
 
 # -- utility --------------------------------------------------------------------------------
@@ -427,41 +435,39 @@ def any(x: DArray, /, *, axis=None, keepdims: bool = False) -> DArray:  # noqa: 
 
 @command
 def diff(x: DArray, /, *, axis: int = -1, n: int = 1, prepend=None, append=None) -> DArray:
+    """n-th differences along ``axis`` (``prepend``/``append`` joined first):
+    ``dmath.ops.diff``, shifted slices (one all-to-all of the boundary elements)."""
+    _check(x, "diff")
     if n < 0:
         raise ValueError(f"diff: n must be >= 0, got {n}")
-    extra = [v for v in (prepend, append) if v is not None]
-
-    def fn(t, *pa):
-        it = iter(pa)
-        pre = next(it) if prepend is not None else None
-        app = next(it) if append is not None else None
-        if pre is not None or app is not None:
-            t = torch.cat([v for v in (pre, t, app) if v is not None], dim=axis)
-        for _ in range(n):
-            if t.dtype == torch.bool:
-                t = torch.logical_xor(t.narrow(axis, 1, t.shape[axis] - 1),
-                                      t.narrow(axis, 0, t.shape[axis] - 1))
-            else:
-                t = torch.diff(t, dim=axis)
-        return t
-    return on_whole(fn, x, *extra)
+    r = ops.diff(x, n, axis, prepend, append)
+    return r.copy() if r is x else r
 
 
 # -- linear algebra (outside the extension) -------------------------------------------------
 @command
 def matmul(x1: DArray, x2: DArray, /) -> DArray:
+    """``x1 @ x2``: dmath's distributed GEMM (2-D) or batched matmul (N-D); complex
+    operands on the whole array."""
     from .. import linalg
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul: 0-d operands are not allowed")
-    if not _gemm_dtype(x1, x2):
-        t = dt.result_type(x1, x2).torch
-        return on_whole(lambda a, b: torch.matmul(a.to(t), b.to(t)), x1, x2)
-    return linalg.products.matmul(x1, x2)
+    a, b, t = _gemm_operands(x1, x2)
+    if a is None:
+        return on_whole(lambda u, v: torch.matmul(u.to(t), v.to(t)), x1, x2)
+    return linalg.products.matmul(a, b).astype(t, copy=False)
 
 
-def _gemm_dtype(x1, x2) -> bool:
-    """Whether dmath's distributed GEMM takes these dtypes (real floats)."""
-    return x1.dtype == x2.dtype and x1.dtype in (torch.float32, torch.float64)
+def _gemm_operands(x1: DArray, x2: DArray):
+    """(x1, x2, result dtype) in a dtype dmath's GEMM computes in: float32/float64 and
+    int64 as they are, the other integers and bool in int64 (the same wrap-around,
+    cast back after); (None, None, dtype) for complex (no distributed complex GEMM)."""
+    t = dt.result_type(x1, x2).torch
+    if t.is_complex:
+        return None, None, t
+    work = t if t in (torch.float32, torch.float64, torch.int64) else \
+        torch.float32 if t.is_floating_point else torch.int64
+    return x1.astype(work, copy=False), x2.astype(work, copy=False), t
 
 
 @command
@@ -473,12 +479,14 @@ def matrix_transpose(x: DArray, /) -> DArray:
 
 @command
 def tensordot(x1: DArray, x2: DArray, /, *, axes=2) -> DArray:
+    """Contraction over ``axes`` as one distributed GEMM (``dmath.linalg.tensordot``);
+    complex operands on the whole array."""
     from .. import linalg
-    if not _gemm_dtype(x1, x2):
-        t = dt.result_type(x1, x2).torch
+    a, b, t = _gemm_operands(x1, x2)
+    if a is None:
         ax = axes if isinstance(axes, int) else tuple(tuple(a) for a in axes)
-        return on_whole(lambda a, b: torch.tensordot(a.to(t), b.to(t), dims=ax), x1, x2)
-    return linalg.tensordot(x1, x2, axes)
+        return on_whole(lambda u, v: torch.tensordot(u.to(t), v.to(t), dims=ax), x1, x2)
+    return linalg.tensordot(a, b, axes).astype(t, copy=False)
 
 
 @command

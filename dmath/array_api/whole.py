@@ -7,9 +7,10 @@ distributed without naming layouts).
 
 ``on_whole(fn, *args)``: ``fn`` of the whole arrays as torch tensors on every rank
 (each DArray argument replicated first: one all-gather), the result(s) put back in
-the default layout (a local slice). For the functions whose output shape depends
-on the data or that move elements across the whole array (nonzero, unique_*,
-flip, roll, take, ...): correct on any layout, communication all-gather.
+the default layout (a local slice). Only the cases dmath has no distributed routine
+for use it: complex ``unique_*``, complex ``matmul`` / ``tensordot``, and the linalg
+factorizations of stacks (``(..., M, N)``), complex or empty matrices; every other
+function of the namespace forwards to dmath's distributed ops (docs/arrays.md).
 """
 from __future__ import annotations
 
@@ -19,12 +20,15 @@ import torch
 
 from ..array import DArray, Layout
 from ..runtime import default_grid
+from ..runtime.dispatch import command
 
 _DEFAULT = {"layout": "replicated"}
 
 
+@command
 def set_default_layout(kind: str) -> None:
-    """'replicated' or 'sharded' (dim 0 in blocks over all ranks) for new arrays."""
+    """'replicated' or 'sharded' (dim 0 in blocks over all ranks) for new arrays; a
+    command, so that in client-server mode every rank's namespace functions agree."""
     if kind not in ("replicated", "sharded"):
         raise ValueError(f"default layout must be 'replicated' or 'sharded', not {kind!r}")
     _DEFAULT["layout"] = kind

@@ -24,7 +24,7 @@ from ..array.distribution import dim_map
 from ..runtime.grid import Grid
 from ._bc import BC
 
-CHUNKS = 4          # at most this many calls of ``fn`` per rank (each redoes dbdsqr's rotations)
+CHUNKS = 4          # at least this many chunks of rows per rank (each call redoes dbdsqr's rotations)
 
 
 def rows_bc(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, int], grid: Grid, nb: int,
@@ -40,7 +40,7 @@ def rows_bc(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, int], grid
     cols = [dim_map(k, pc, nb).indices(c) for c in range(pc)]
     mine = [gr[c::pc] for c in range(pc)]                       # the rows each peer computes
     most = max(len(x) for x in mine)
-    step = max(nb, -(-most // CHUNKS), 1)
+    step = max(1, min(nb, -(-most // CHUNKS)))                 # a chunk: <= an n x nb panel
     for s in range(0, max(most, 1), step):
         part = [x[s:s + step] for x in mine]
         rows = part[myc]

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -74,16 +75,39 @@ def _flat_index(shape: tuple, layout: Layout, grid, device: torch.device) -> tor
     return _random._flat_index(global_indices(shape, layout, grid), shape).to(device)
 
 
+@lru_cache(maxsize=64)
+def _flat_index_host(shape: tuple, layout: Layout, grid) -> np.ndarray:
+    """``_flat_index`` on the CPU as a numpy uint64 array (cached like it)."""
+    t = _flat_index(shape, layout, grid, torch.device("cpu"))
+    return np.ascontiguousarray(t.numpy()).view(np.uint64)
+
+
+_NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
+
+
 def dropout_mask(shape, layout: Layout, grid, p: float, seed: int | None,
                  dtype: torch.dtype) -> torch.Tensor:
     """This rank's piece of the global mask ``keep / (1 - p)``; an element is kept
-    when the hash of (seed, its global flat index) is >= p."""
+    when the hash of (seed, its global flat index) is >= p. On the CPU (outside a
+    step capture, whose key is a device tensor) the hash runs in numpy: the same
+    bits, one numpy call per step of the hash instead of two torch kernels."""
     key = _random._key(seed)
-    idx = _flat_index(tuple(shape), layout, grid, device())
+    dev = device()
     # uniform01 >= p, in integers: k * 2**-53 >= p  <=>  k >= ceil(p * 2**53)
     # (both sides exact in float64)
-    keep = _random._bits53(idx, key) >= math.ceil(p * 2.0 ** 53)
-    return keep.to(dtype) * (1.0 / (1.0 - p))
+    threshold = math.ceil(p * 2.0 ** 53)
+    scale = 1.0 / (1.0 - p)
+    if dev.type == "cpu" and isinstance(key, int):
+        keep = _random._bits53_host(_flat_index_host(tuple(shape), layout, grid), key) >= threshold
+        nt = _NUMPY.get(dtype)
+        if nt is None:
+            return torch.from_numpy(keep).to(dtype) * scale
+        mask = keep.astype(nt)
+        mask *= nt(scale)                 # what torch's mul by the scalar does: bit for bit
+        return torch.from_numpy(mask)
+    idx = _flat_index(tuple(shape), layout, grid, dev)
+    keep = _random._bits53(idx, key) >= threshold
+    return keep.to(dtype) * scale
 
 
 @register_handle_type

@@ -186,7 +186,7 @@ def conv2d_forward(x: DArray, w: DArray, b: DArray | None = None, stride=1, padd
     if skip:
         y_local = X.new_zeros((X.shape[0], c1 - c0) + halos.out_local)
     else:
-        y_local = F.conv2d(X.narrow(1, *_span(gs.x_channels)), w_eff,
+        y_local = F.conv2d(_channels(X, gs.x_channels), w_eff,
                            gs.widen(None if br is None else br.local), pl.stride,
                            halos.torch_padding, pl.dilation, gs.groups)
         if gs.pad != (0, 0):
@@ -195,6 +195,11 @@ def conv2d_forward(x: DArray, w: DArray, b: DArray | None = None, stride=1, padd
     ctx = ConvCtx(pl, grid, x.shape, w.shape, x.layout, w.layout, None if b is None else b.layout,
                   X, w_eff, halos, skip)
     return y, ctx
+
+
+def _channels(X: torch.Tensor, r: tuple[int, int]) -> torch.Tensor:
+    """X's channels [r0, r1): X itself when that is all of them (no view op)."""
+    return X if r[0] == 0 and r[1] == X.shape[1] else X.narrow(1, r[0], r[1] - r[0])
 
 
 def _span(r: tuple[int, int]) -> tuple[int, int]:
@@ -222,7 +227,7 @@ def conv2d_backward(dy: DArray, ctx: ConvCtx, *, reduce: bool = True,
         g = dy.local.to(X.dtype)
         if gs.pad != (0, 0):
             g = F.pad(g, (0, 0, 0, 0, *gs.pad))
-        Xs = X.narrow(1, *_span(gs.x_channels))
+        Xs = _channels(X, gs.x_channels)
         dXs, dw_local, db_local = _conv_backward(
             g, Xs, ctx.w_eff, [ctx.w_eff.shape[0]] if has_bias else None, list(pl.stride),
             list(ctx.halos.torch_padding), list(pl.dilation), False, [0, 0], gs.groups,

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 from ..array import DArray, Dim, Layout
 from ..linalg import matmul as _linalg_matmul
+from ..linalg.kernels import local_gemm
+from ..linalg.precision import FLOATS, acc_dtype, result_dtype
 from ..runtime.dispatch import command, register_handle_type
 from ..runtime.plans import PlanCache
 from ._common import check_ndim, finish_grad, full_sum, live_axes, same_grid, to_layout
@@ -71,9 +73,44 @@ def _product_layout(a: DArray, b: DArray) -> Layout:
 @command
 def product(a: DArray, b: DArray) -> DArray:
     """a @ b for 2-D DArrays through ``dmath.linalg.matmul``, asking for
-    ``product_layout`` (partial sums stay partial for the caller to reduce)."""
+    ``product_layout`` (partial sums stay partial for the caller to reduce).
+    Where that layout is what the local pieces' product already is (``_local_plan``:
+    the layer table's "local" entries and data-parallel dw) it is that one local
+    GEMM, with no traffic, whether plans are cached or not."""
     a, b = full_sum(a), full_sum(b)
+    key = (a.shape, a.layout, a.dtype, b.shape, b.layout, b.dtype, a.grid)
+    plan = _LOCAL.get(key)
+    if plan is None:
+        plan = _LOCAL.put(key, _local_plan(a, b) or False)
+    if plan:
+        layout, acc, out = plan
+        c = local_gemm(a.local, b.local, dtype=acc)
+        return DArray(c if acc == out else c.to(out), (a.shape[0], b.shape[1]), layout, a.grid)
     return _linalg_matmul(a, b, out_layout=product_layout(a, b))
+
+
+_LOCAL = PlanCache("nn.linear local")
+
+
+def _local_plan(a: DArray, b: DArray) -> tuple | None:
+    """(``product_layout(a, b)``, accumulation dtype, result dtype) when every rank's
+    piece of a @ b in that layout is the product of its own pieces of a and b: a's
+    columns and b's rows split alike (or not at all), the m, n and k dims over
+    disjoint grid axes, no partial operand, one floating dtype. None otherwise (the
+    general path). The summands of a partial result are formed in the accumulation
+    dtype and cast, as ``linalg``'s replicate algorithm forms them."""
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or a.dtype != b.dtype \
+            or a.grid != b.grid or a.layout.partial or b.layout.partial \
+            or a.dtype not in FLOATS:
+        return None
+    ka, kb = a.layout.dims[1], b.layout.dims[0]
+    if ka != kb and (live_axes(a.grid, ka.axes) or live_axes(a.grid, kb.axes)):
+        return None
+    lay = product_layout(a, b)
+    if lay.dims[0] != a.layout.dims[0] or lay.dims[1] != b.layout.dims[1]:
+        return None                   # the product would move m or n: the general path
+    out = result_dtype(a.dtype, b.dtype)
+    return lay, acc_dtype(out) if lay.partial else out, out
 
 
 @register_handle_type

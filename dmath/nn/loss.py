@@ -13,6 +13,12 @@ all-reduce(sum), so no rank ever holds a whole row.
     lse_i = m_i + log sum_k exp(x_ik - m_i);   loss_i = lse_i - x_{i, t_i}
     dlogits_ik = (softmax_ik - [k == t_i]) * dloss_i
 
+With K unsharded (each rank holds whole rows: data parallel) the rows go
+through torch's log-softmax kernel instead, as ``F.cross_entropy`` does:
+loss_i = -log_softmax(x)_{i, t_i}, softmax = exp(log_softmax). A target
+outside [0, K) matches no class (its loss is then -0 there, lse_i on the
+sharded path): targets are not checked, which would take a host sync.
+
 Half-precision logits are processed in float32; dlogits has the logits' dtype.
 """
 from __future__ import annotations
@@ -72,17 +78,18 @@ class CrossEntropyCtx:
     logits_layout: Layout
     shape: tuple
     grid: object
-    probs: torch.Tensor
+    probs: torch.Tensor | None   # softmax (classes sharded), or None: ``lsm`` holds it
     hit: torch.Tensor
     reduce: ReduceCtx
     dtype: torch.dtype
+    lsm: torch.Tensor | None = None   # log-softmax of whole rows (classes unsharded)
 
 
 @lru_cache(maxsize=256)
 def _columns(shape: tuple, layout: Layout, grid, device: torch.device) -> torch.Tensor:
-    """Global class indices of this rank's logit columns, on the device (cached: no
-    host-to-device copy per batch)."""
-    return torch.from_numpy(global_indices(shape, layout, grid)[1]).to(device)
+    """Global class indices of this rank's logit columns, on the device, as a row
+    (1, K) (cached: no host-to-device copy per batch)."""
+    return torch.from_numpy(global_indices(shape, layout, grid)[1]).to(device).view(1, -1)
 
 
 def _acc(t: torch.dtype) -> torch.dtype:
@@ -103,18 +110,29 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
     logits = full_sum(logits)
     grid = logits.grid
     rows = sub_layout(logits.layout, 0)
-    t = to_layout(target, rows).local.to(torch.int64)
-    x = logits.local.to(_acc(logits.dtype))
+    t = to_layout(target, rows).local
+    if t.dtype != torch.int64:
+        t = t.to(torch.int64)
+    x, acc = logits.local, _acc(logits.dtype)
+    if x.dtype != acc:
+        x = x.to(acc)
     comm = None
     kaxes = live_axes(grid, logits.layout.dims[1].axes)
     if kaxes:
         comm = grid.comm(kaxes)
+    hit = torch.eq(_columns(logits.shape, logits.layout, grid, x.device), t.unsqueeze(1))
+    if comm is None and x.shape[1]:
+        # whole rows here: torch's log-softmax kernel (as F.cross_entropy), 4 kernels
+        lsm = torch.log_softmax(x, 1)
+        per = DArray(torch.where(hit, lsm, 0.0).sum(1).neg_(), (logits.shape[0],),
+                     resolved(rows, grid, 1), grid)
+        loss, rctx = reduce_loss_forward(per, reduction)
+        return loss, CrossEntropyCtx(logits.layout, logits.shape, grid, None, hit, rctx,
+                                     logits.dtype, lsm)
     m = x.amax(1) if x.shape[1] else x.new_full((x.shape[0],), float("-inf"))
     if comm is not None:
         m = comm.allreduce(m, "max")
     e = torch.exp(x - m[:, None])
-    cols = _columns(logits.shape, logits.layout, grid, x.device)
-    hit = cols[None, :] == t[:, None]
     st = torch.stack([e.sum(1), torch.where(hit, x, torch.zeros_like(x)).sum(1)])
     if comm is not None:
         st = comm.allreduce(st, "sum")
@@ -132,8 +150,22 @@ def softmax_cross_entropy_backward(dloss: "DArray | float | None",
     """dlogits in the logits' layout."""
     rows = sub_layout(ctx.logits_layout, 0)
     d = to_layout(reduce_loss_backward(dloss, ctx.reduce), rows).local
-    g = (ctx.probs - ctx.hit.to(ctx.probs.dtype)) * d.to(ctx.probs.dtype)[:, None]
+    probs = ctx.probs if ctx.lsm is None else ctx.lsm.exp()
+    g = (probs - ctx.hit.to(probs.dtype)) * d.to(probs.dtype)[:, None]
     return DArray(g.to(ctx.dtype), ctx.shape, ctx.logits_layout, ctx.grid)
+
+
+def cross_entropy_grad_uniform(ctx: CrossEntropyCtx, c: float) -> DArray:
+    """dlogits for per-sample losses (``reduction="none"``) that all get the weight
+    ``c`` (e.g. 1/N of a mean): ``softmax_cross_entropy_backward`` of a full array of
+    ``c``, bit for bit, without making it (3 kernels). Inside a command."""
+    if ctx.reduce.reduction != "none":
+        raise ValueError("cross_entropy_grad_uniform needs reduction='none'")
+    g = ctx.probs - ctx.hit.to(ctx.probs.dtype) if ctx.lsm is None else \
+        ctx.lsm.exp().sub_(ctx.hit.to(ctx.lsm.dtype))
+    g.mul_(c)
+    return DArray(g if g.dtype == ctx.dtype else g.to(ctx.dtype), ctx.shape, ctx.logits_layout,
+                  ctx.grid)
 
 
 @register_handle_type
@@ -163,6 +195,7 @@ def mse_loss_backward(dloss: "DArray | float | None", ctx: MSECtx) -> DArray:
                   ctx.diff.grid)
 
 
-__all__ = ["CrossEntropyCtx", "MSECtx", "REDUCTIONS", "ReduceCtx", "mse_loss_backward",
+__all__ = ["CrossEntropyCtx", "MSECtx", "REDUCTIONS", "ReduceCtx", "cross_entropy_grad_uniform",
+           "mse_loss_backward",
            "mse_loss_forward", "reduce_loss_backward", "reduce_loss_forward",
            "softmax_cross_entropy_backward", "softmax_cross_entropy_forward"]

@@ -108,6 +108,22 @@ def _bits53(idx: torch.Tensor, key: int) -> torch.Tensor:
     return _srl(_splitmix(idx ^ key), 11)
 
 
+def _bits53_host(idx: np.ndarray, key: int) -> np.ndarray:
+    """``_bits53`` in numpy's uint64 on the host (``idx``: the int64 indices viewed as
+    uint64): the same bits, a dozen in-place numpy calls instead of ~15 torch kernels
+    (numpy shifts logically, so no masking after each shift)."""
+    z = np.bitwise_xor(idx, np.uint64(key & _MASK64))
+    z += np.uint64(_GAMMA)
+    t = np.empty_like(z)
+    for shift, mul in ((30, _MUL1), (27, _MUL2), (31, None)):
+        np.right_shift(z, np.uint64(shift), out=t)
+        z ^= t
+        if mul is not None:
+            z *= np.uint64(mul)
+    z >>= np.uint64(11)
+    return z
+
+
 def _uniform01(idx: torch.Tensor, key: int) -> torch.Tensor:
     """float64 uniform in [0, 1) from index and key: ``_bits53 * 2**-53``."""
     return _bits53(idx, key).to(torch.float64) * (2.0 ** -53)

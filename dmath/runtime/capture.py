@@ -50,48 +50,66 @@ class StepValues:
 
     A name's kind (float or int) and slot are fixed by the first ``write``
     that has it; ``get`` returns the slot as a 0-dim tensor (a view, so a
-    replay sees what the last ``write`` put there). Writes go through a ring of
-    pinned host buffers, so on a GPU they are asynchronous and ordered with the
-    replays on the current stream."""
+    replay sees what the last ``write`` put there). The float and int slots
+    share one int64 device buffer (the float half viewed as float64), so a
+    write is host stores into a numpy view of a host buffer and one copy.
+    On a GPU the host buffers are a ring of pinned ones and the copy is
+    asynchronous, ordered with the replays on the current stream (a buffer is
+    reused after the event of its last copy)."""
 
     SLOTS = 64
     RING = 4
 
     def __init__(self, device: torch.device):
         self.device = torch.device(device)
-        self.f64 = torch.zeros(self.SLOTS, dtype=torch.float64, device=self.device)
-        self.i64 = torch.zeros(self.SLOTS, dtype=torch.int64, device=self.device)
+        n = self.SLOTS
+        self._dev = torch.zeros(2 * n, dtype=torch.int64, device=self.device)
+        self.f64 = self._dev[:n].view(torch.float64)
+        self.i64 = self._dev[n:]
         self.slots: dict[str, tuple[bool, int]] = {}      # name -> (is int, slot)
         self.current: dict[str, float | int] = {}         # the numbers written last
+        self._plan: tuple | None = None                  # (names, [(is int, slot)]) of the last write
         pin = self.device.type == "cuda"
-        self._ring = [(torch.zeros(self.SLOTS, dtype=torch.float64, pin_memory=pin),
-                       torch.zeros(self.SLOTS, dtype=torch.int64, pin_memory=pin), None)
-                      for _ in range(self.RING if pin else 1)]
+        self._ring = []
+        for _ in range(self.RING if pin else 1):
+            host = torch.zeros(2 * n, dtype=torch.int64, pin_memory=pin)
+            h = host.numpy()
+            self._ring.append((host, h[:n].view(np.float64), h[n:],
+                               torch.cuda.Event() if pin else None))
+        self._used = [False] * len(self._ring)           # its event recorded once
         self._next = 0
 
-    def write(self, values: dict) -> None:
-        """Set the numbers the next replay reads (ints go to the int64 slots)."""
-        for name, v in values.items():
+    def _slots_of(self, names: tuple) -> list:
+        for name, v in zip(names, self.current.values()):
             if name not in self.slots:
                 is_int = isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                 used = sum(1 for k, _ in self.slots.values() if k == is_int)
                 if used == self.SLOTS:
                     raise RuntimeError(f"StepValues: more than {self.SLOTS} values")
                 self.slots[name] = (is_int, used)
-        f, i, done = self._ring[self._next]
-        if done is not None:
-            done.synchronize()          # the copy from this buffer, RING writes ago, is over
-        for name, v in values.items():
-            is_int, slot = self.slots[name]
-            (i if is_int else f)[slot] = v
-        self.f64.copy_(f, non_blocking=True)
-        self.i64.copy_(i, non_blocking=True)
-        if self.device.type == "cuda":
-            ev = torch.cuda.Event()
+        return [self.slots[n] for n in names]
+
+    def write(self, values: dict) -> None:
+        """Set the numbers the next replay reads (ints go to the int64 slots)."""
+        self.current = values = dict(values)
+        names = tuple(values)
+        plan = self._plan
+        if plan is None or plan[0] != names:
+            plan = self._plan = (names, self._slots_of(names))
+        k = self._next
+        host, f, i, ev = self._ring[k]
+        if self._used[k]:
+            ev.synchronize()            # the copy from this buffer, RING writes ago, is over
+        for (is_int, slot), v in zip(plan[1], values.values()):
+            if is_int:
+                i[slot] = v
+            else:
+                f[slot] = v
+        self._dev.copy_(host, non_blocking=ev is not None)
+        if ev is not None:
             ev.record()
-            self._ring[self._next] = (f, i, ev)
-            self._next = (self._next + 1) % len(self._ring)
-        self.current = dict(values)
+            self._used[k] = True
+            self._next = (k + 1) % len(self._ring)
 
     def get(self, name: str) -> torch.Tensor:
         """The 0-dim device tensor that holds ``name`` (written before the capture)."""

@@ -1,8 +1,9 @@
 """The control channel between the client (rank 0) and the servers (other ranks).
 
-Every command is one fixed-size ``FRAME``-byte message: a 16-byte header
-``(payload length, flags, sequence number)`` and the first bytes of the
-payload; a longer payload follows as a second message. Frames travel down a
+Every command is one message of at most ``FRAME`` bytes (the receiver's
+buffer): a 16-byte header ``(payload length, flags, sequence number)`` and
+the payload, as long as they are; a payload longer than the frame's room
+follows as a second message. Frames travel down a
 binary tree of ranks (rank r forwards to 2r+1 and 2r+2 before running the
 command), so rank 0 sends at most two messages and a frame reaches p ranks in
 about log2(p) hops. Point-to-point messages, not ``MPI_Bcast``: a server can
@@ -84,43 +85,61 @@ class Channel:
         self._pending: list = []
         # client side: error reports received
         self._seen = 0
+        # persistent receives (no request made per command): the next frame from the
+        # parent (servers), the children's error counts
+        self._frame_req = None if self.rank == 0 else \
+            self.mpi.Recv_init(self._frame_np, source=self.parent, tag=FRAME_TAG)
+        self._count_reqs = [self.mpi.Recv_init(self._child_counts[i], source=c, tag=COUNT_TAG)
+                            for i, c in enumerate(self.children)]
 
     # -- commands: rank 0 -> everyone ------------------------------------------------
     def send(self, seq: int, flags: int, payload) -> None:
         """Rank 0: send one command (``payload``: bytes-like) to every server."""
         n = len(payload)
         _HEADER.pack_into(self._frame, 0, n, flags, seq)
-        head = min(n, ROOM)
-        self._frame[_HEADER.size:_HEADER.size + head] = payload[:head]
-        rest = np.frombuffer(payload, np.uint8)[ROOM:] if n > ROOM else None
-        self._forward(rest)
+        if n <= ROOM:
+            end = _HEADER.size + n
+            self._frame[_HEADER.size:end] = payload
+            rest = None
+        else:
+            end = FRAME
+            self._frame[_HEADER.size:] = payload[:ROOM]
+            rest = np.frombuffer(payload, np.uint8)[ROOM:]
+        self._forward(end, rest)
         self.frames += 1
-        self.bytes += FRAME + max(0, n - ROOM)
+        self.bytes += end + (n - ROOM if rest is not None else 0)
 
-    def _forward(self, rest) -> None:
-        for c in self.children:
-            self.mpi.Send(self._frame_np, dest=c, tag=FRAME_TAG)
-        if rest is not None:
+    def _forward(self, end: int, rest) -> None:
+        """Pass the frame's first ``end`` bytes (and the rest of a long payload) on to
+        this rank's children (a frame travels only as long as its header and payload)."""
+        if self.children:
+            frame = [self._frame_np, end, MPI.BYTE]
             for c in self.children:
-                self.mpi.Send(rest, dest=c, tag=REST_TAG)
+                self.mpi.Send(frame, dest=c, tag=FRAME_TAG)
+            if rest is not None:
+                for c in self.children:
+                    self.mpi.Send(rest, dest=c, tag=REST_TAG)
 
     def receive(self, idle=None) -> tuple[int, int, memoryview]:
         """Servers: wait for the next command and pass it on down the tree;
         returns (seq, flags, payload). ``idle()`` is called now and then while
         waiting (a liveness check)."""
-        self._wait(self.mpi.Irecv(self._frame_np, source=self.parent, tag=FRAME_TAG), idle)
+        req = self._frame_req
+        req.Start()
+        self._wait(req, idle)
         n, flags, seq = _HEADER.unpack_from(self._frame, 0)
         rest = None
         if n > ROOM:
             rest = np.empty(n - ROOM, np.uint8)
             self.mpi.Recv(rest, source=self.parent, tag=REST_TAG)
-        self._forward(rest)
+        end = _HEADER.size + min(n, ROOM)
+        self._forward(end, rest)
         if rest is None:
-            payload = memoryview(self._frame)[_HEADER.size:_HEADER.size + n]
+            payload = memoryview(self._frame)[_HEADER.size:end]
         else:
             payload = memoryview(bytes(self._frame[_HEADER.size:]) + rest.tobytes())
         self.frames += 1
-        self.bytes += FRAME + max(0, n - ROOM)
+        self.bytes += end + (n - ROOM if rest is not None else 0)
         self._reap()
         return seq, flags, payload
 
@@ -155,17 +174,26 @@ class Channel:
         if self._pending:
             self._pending = [r for r in self._pending if not r.Test()]
 
-    def gather_status(self) -> list[dict]:
+    def status_requests(self) -> list:
+        """The receives of this rank's children's counts for the command just run
+        (rank 0 posts them and completes them later: ``gather_status(requests)``)."""
+        reqs = self._count_reqs
+        for r in reqs:
+            r.Start()
+        return reqs
+
+    def gather_status(self, requests: list | None = None) -> list[dict]:
         """Every rank: on rank 0, the details of every failure not seen yet (sorted by
         sequence number); ``[]`` on the servers and when nothing failed.
 
         The counts of reports sent are summed up the tree (each rank waits for
         its children, politely: a rank 0 waiting for slow servers sleeps instead
         of taking their core); if the sum moved, rank 0 receives that many
-        details, which were sent before the counts."""
+        details, which were sent before the counts. ``requests``: the children's
+        counts' receives posted earlier by ``status_requests`` (else posted now)."""
         total = self.errors_sent
-        for i, c in enumerate(self.children):
-            self._wait(self.mpi.Irecv(self._child_counts[i], source=c, tag=COUNT_TAG))
+        for i, req in enumerate(self.status_requests() if requests is None else requests):
+            self._wait(req)
             total += int(self._child_counts[i, 0])
         if self.rank != 0:
             self._count[0] = total
@@ -186,4 +214,8 @@ class Channel:
         for r in self._pending:
             r.Wait()
         self._pending = []
+        for r in [self._frame_req, *self._count_reqs]:
+            if r is not None:
+                r.Free()
+        self._frame_req, self._count_reqs = None, []
         self.mpi.Free()

@@ -13,7 +13,9 @@ rank 0 in client-server mode             send ``(name, args, kwargs, frees)`` to
 =======================================  ============================================
 
 In a message, a ``DArray`` travels as its handle (an int) and a ``Grid`` as its
-shape and axis names; everything else is pickled (protocol 5). Each rank keeps
+shape and axis names; everything else is pickled (protocol 5). A call of arrays
+and Python numbers only travels, from its second time on, as a *template*: a
+template id and the packed values, no pickle (``template``). Each rank keeps
 the arrays a command returns under the same handle, ``(seq << 20) | i`` for
 the i-th array of command ``seq``, so no counter can drift. Rank 0's arrays
 are the handles: when one is garbage collected its handle is queued and the
@@ -23,9 +25,19 @@ Errors. Every rank runs every command; a server whose command raised sends
 rank 0 the detail (rank, type, message, traceback) at once and carries on.
 ``DMATH_ERRORS`` picks when rank 0 looks:
 
-* ``eager`` (default): after every command the servers' counts of failures
-  are summed up to rank 0 (8 bytes a rank), so an error is raised by the call
-  that failed;
+* ``pipelined`` (default): after every command the servers' counts of
+  failures are summed up to rank 0 (8 bytes a rank), but rank 0 waits for
+  them only before it sends the next message (or at once when the command
+  returns host data or anything but arrays). So a command returning arrays
+  (``A + 1``) returns as soon as rank 0's own part is done, while the servers
+  finish theirs; a failure on a server is raised by the next dmath call,
+  before that call is sent (``RemoteError``: "an earlier command failed:
+  <command> (command #n) ..."), and what rank 0 holds of the failed
+  command's results loses its handle (using it raises ValueError on rank 0).
+  No command ever runs on results a server failed to make, so no collective
+  waits for a server that cannot come;
+* ``eager``: rank 0 waits for the counts right after every command, so an
+  error is raised by the call that failed;
 * ``lazy``: rank 0 checks for waiting reports (``Iprobe``) before each command
   and meets the servers only at synchronisation points (commands that return
   host data, ``dmath.sync()``, shutdown, and every ``LAZY_LAG`` commands so it
@@ -77,6 +89,7 @@ import time
 import weakref
 from typing import Any, Callable
 
+from . import template
 from .channel import ERROR_TAG, STOP, SYNC, Channel
 from .grid import Grid
 from .registry import resolve_grid, resolve_handle
@@ -87,6 +100,8 @@ __all__ = ["RemoteError", "command", "CommandTable", "register_handle_type", "sy
 
 _ID_BITS = 20
 LAZY_LAG = 256      # lazy checks: rank 0 meets the servers at least every LAZY_LAG commands
+ERROR_MODES = ("pipelined", "eager", "lazy")
+DEFAULT_ERRORS = "pipelined"
 
 # The one flag the fast path reads: the Client on rank 0 in client-server mode
 # while no command runs there; None everywhere else (SPMD, servers, nested calls).
@@ -333,6 +348,11 @@ def check_outside_command(what: str) -> None:
 def _reduce_handle(obj):
     h = getattr(obj, "_handle", None)
     if h is None:
+        failed = getattr(obj, "_failed", None)
+        if failed:
+            raise ValueError(f"this {type(obj).__name__} was made by {failed}: it does not "
+                             "exist there, so it cannot be used (that error was raised "
+                             "earlier)")
         raise ValueError(f"{type(obj).__name__} {obj!r} exists on rank 0 only (it was not "
                          "returned by a command), so the other ranks cannot use it")
     return (resolve_handle, (h,))
@@ -356,17 +376,24 @@ class Client:
         self.channel = Channel(world, local_size)
         self.thread = threading.get_ident()     # the one thread that drives the session
         self.seq = 0
-        errors = errors or os.environ.get("DMATH_ERRORS") or "eager"
-        if errors not in ("eager", "lazy"):
-            raise ValueError(f"error checks must be 'eager' or 'lazy', not {errors!r} "
-                             "(DMATH_ERRORS)")
-        self.eager = errors == "eager"
+        errors = errors or os.environ.get("DMATH_ERRORS") or DEFAULT_ERRORS
+        if errors not in ERROR_MODES:
+            raise ValueError(f"error checks must be one of {', '.join(map(repr, ERROR_MODES))}, "
+                             f"not {errors!r} (DMATH_ERRORS)")
+        self.errors = errors
+        self.eager = errors != "lazy"          # every command's failures counted (SYNC)
+        self.pipelined = errors == "pipelined"
+        # pipelined: the receives of the servers' counts for command ``_pending_seq``,
+        # completed before anything else is sent (``_settle``); None when none is pending
+        self._pending: list | None = None
+        self._pending_seq = 0
         self.frees: list[int] = []
         self._refs: dict[int, _Ref] = {}
         self._buf = io.BytesIO()
         self._pickler = pickle.Pickler(self._buf, protocol=5)
         self._pickler.dispatch_table = {**copyreg.dispatch_table, Grid: _reduce_grid,
                                         **_HANDLE_TYPES}
+        self._templates = template.Encoder(_HANDLE_TYPES) if template.ENABLED else None
         self.busy_since = 0.0
         self.failing: tuple | None = None     # (since, what) while rank 0's failure is settled
         self.stopped = False
@@ -402,26 +429,38 @@ class Client:
                                "Restart the session.")
         ch = self.channel
         eager = self.eager
-        if not eager and ch.error_waiting():
+        if self._pending is not None:
+            self._settle()
+        elif not eager and ch.error_waiting():
             self._raise(self._status(None), earlier=True)
         if spec.rewrites:
             args, kwargs, sargs, skwargs = spec.arguments(args, kwargs)
         else:
             sargs, skwargs = args, kwargs
-        try:
-            payload = self._encode((spec.key, sargs, skwargs, self.frees))
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            raise TypeError(f"the arguments of {spec.key} cannot be sent to the other ranks "
-                            f"({exc}); pass arrays, numbers, layouts, grids and importable "
-                            "(module-level) functions, not lambdas or local functions") from exc
+        enc = self._templates
+        payload, new = (None, None) if enc is None else enc.encode(spec.key, sargs, skwargs,
+                                                                   self.frees)
+        flags = template.FAST
+        if payload is None:
+            flags = 0
+            try:
+                payload = self._encode((spec.key, sargs, skwargs, self.frees,
+                                        None if new is None else new.definition()))
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                raise TypeError(f"the arguments of {spec.key} cannot be sent to the other "
+                                f"ranks ({exc}); pass arrays, numbers, layouts, grids and "
+                                "importable (module-level) functions, not lambdas or local "
+                                "functions") from exc
         if self.frees:
             self.frees = []
         self.seq = seq = self.seq + 1
         sync = eager or spec.sync or not seq % LAZY_LAG
         self.last = spec.key
         try:
-            ch.send(seq, SYNC if sync else 0, payload)
+            ch.send(seq, (flags | SYNC) if sync else flags, payload)
             del payload
+            if new is not None:
+                enc.keep(new)
             self.commands += 1
             _client = None
             self.busy_since = time.monotonic()
@@ -438,9 +477,15 @@ class Client:
             if result is not None:
                 self._register(result, seq)
             if sync:
-                errors = ch.gather_status()
-                if errors:
-                    self._raise(errors, earlier=errors[0]["seq"] != seq)
+                if self.pipelined and not spec.sync and _is_handles(result):
+                    # nothing rank 0 holds depends on the servers' outcome yet: collect
+                    # it before the next message is sent (``_settle``), not now
+                    self._pending = ch.status_requests()
+                    self._pending_seq = seq
+                else:
+                    errors = ch.gather_status()
+                    if errors:
+                        self._raise(errors, earlier=errors[0]["seq"] != seq)
             elif not _is_handles(result):
                 self._raise(self._status(None))
         except Exception as exc:
@@ -490,12 +535,33 @@ class Client:
                             "Host data you hold is intact; MPI cannot start twice in one "
                             "process, so a new session needs a new Python process (kernel)")
 
+    def _settle(self) -> None:
+        """Pipelined: collect the servers' outcome of the previous command (they have
+        finished it, or rank 0 waits here); raise its failures, naming the command."""
+        try:
+            errors = self._take_pending()
+        except Exception as exc:
+            if _process_failed(exc):
+                raise self._lost(self._pending_seq) from exc
+            raise
+        except BaseException as exc:          # interrupted while waiting: out of step
+            self.broken = f"{type(exc).__name__} while waiting for command #{self._pending_seq}"
+            raise
+        if errors:
+            self._raise(errors, earlier=True)
+
+    def _take_pending(self) -> list[dict]:
+        """The failures the pending status gather brings ([] when none is pending)."""
+        reqs, self._pending = self._pending, None
+        return [] if reqs is None else self.channel.gather_status(reqs)
+
     def _status(self, discard: int | None) -> list[dict]:
         """Ask every server for its failures since the last look (a message + a gather)."""
+        errors = self._take_pending()
         self.seq += 1
         frees, self.frees = self.frees, []
-        self.channel.send(self.seq, SYNC, self._encode((None, discard, None, frees)))
-        return self.channel.gather_status()
+        self.channel.send(self.seq, SYNC, self._encode((None, discard, None, frees, None)))
+        return errors + self.channel.gather_status()
 
     def _after_failure(self, exc: BaseException, seq: int, sync: bool) -> None:
         """Rank 0's own call raised: collect the servers' outcomes, drop what they made."""
@@ -516,10 +582,29 @@ class Client:
         if other and hasattr(exc, "add_note"):
             exc.add_note(str(RemoteError(other)))
 
-    @staticmethod
-    def _raise(errors: list[dict], earlier: bool = False) -> None:
+    def _raise(self, errors: list[dict], earlier: bool = False) -> None:
         if errors:
+            self._forget_failed(errors)
             raise _remote_error(errors, earlier)
+
+    def _forget_failed(self, errors: list[dict]) -> None:
+        """What rank 0 still holds of commands that failed on a server (pipelined and
+        lazy checks return them before the failure is known) loses its handle: a later
+        command given it raises on rank 0 instead of waiting for servers that lack it."""
+        for e in errors:
+            seq = e["seq"]
+            for i in range(1 << _ID_BITS):
+                ref = self._refs.get((seq << _ID_BITS) | i)
+                if ref is None:
+                    break
+                obj = ref()
+                if obj is not None and getattr(obj, "_handle", None) is not None:
+                    try:
+                        obj._handle = None
+                        obj._failed = (f"{e['command']} (command #{seq}), which failed on "
+                                       f"rank {e['rank']}")
+                    except AttributeError:
+                        pass
 
     # -- session ------------------------------------------------------------------------
     def sync(self) -> None:
@@ -639,10 +724,12 @@ def sync() -> None:
 
 
 def session_stats() -> dict:
-    """Rank 0's command counters: commands sent, frames and bytes on the control
-    channel, live handles, frees waiting to be sent (empty outside client-server mode)."""
+    """Rank 0's command counters: commands sent (``templated``: of them as template
+    calls), frames and bytes on the control channel, live handles, frees waiting to be
+    sent (empty outside client-server mode)."""
     c = _session
     if c is None:
         return {}
     return {"commands": c.commands, "frames": c.channel.frames, "bytes": c.channel.bytes,
-            "handles": len(c._refs), "pending_frees": len(c.frees)}
+            "handles": len(c._refs), "pending_frees": len(c.frees),
+            "templated": 0 if c._templates is None else c._templates.calls}

@@ -15,8 +15,9 @@ import pickle
 import sys
 import traceback
 
+from . import template
 from .channel import STOP, SYNC, Channel
-from .dispatch import _ID_BITS, _process_failed, handles_in, lookup
+from .dispatch import _HANDLE_TYPES, _ID_BITS, _process_failed, handles_in, lookup
 from .registry import MISSING, REGISTRY
 
 _FAILED: dict[int, str] = {}              # seq -> command, of recent failed commands
@@ -34,6 +35,13 @@ def _missing_error(rank: int) -> LookupError:
 
 
 def _register(result, seq: int) -> tuple:
+    if type(result) in _HANDLE_TYPES:            # the usual result: one new array
+        if getattr(result, "_handle", None) is not None:
+            return ()
+        h = seq << _ID_BITS
+        result._handle = h
+        REGISTRY[h] = result
+        return (h,)
     made = []
     i = 0
     for obj in handles_in(result):
@@ -55,11 +63,17 @@ def _discard(seq: int | None) -> None:
         _STATE["last"] = (0, ())
 
 
-def _run_one(ch: Channel, rank: int, seq: int, payload) -> None:
+def _run_one(ch: Channel, rank: int, seq: int, flags: int, payload) -> None:
     key = "?"
     MISSING.clear()
     try:
-        key, args, kwargs, frees = pickle.loads(payload)
+        if flags & template.FAST:                # a call of a template (see ``template``)
+            key, fn, args, kwargs, frees = template.decode(payload)
+        else:
+            key, args, kwargs, frees, new = pickle.loads(payload)
+            fn = None
+            if new is not None:
+                template.define(new, lookup)
         for h in frees:
             REGISTRY.pop(h, None)
         if key is None:                          # a status request (args: seq to discard)
@@ -68,7 +82,7 @@ def _run_one(ch: Channel, rank: int, seq: int, payload) -> None:
         _STATE["commands"] += 1
         if MISSING:
             raise _missing_error(rank)
-        result = lookup(key)(*args, **kwargs)
+        result = (fn or lookup(key))(*args, **kwargs)
         _STATE["last"] = (seq, _register(result, seq))
     except Exception as exc:
         _FAILED[seq] = key
@@ -90,7 +104,7 @@ def serve(ctx) -> None:
             seq, flags, payload = ch.receive()
             if flags & STOP:
                 break
-            _run_one(ch, rank, seq, payload)
+            _run_one(ch, rank, seq, flags, payload)
             del payload
             if flags & SYNC:
                 ch.gather_status()
@@ -101,6 +115,7 @@ def serve(ctx) -> None:
                   file=sys.stderr, flush=True)
             os._exit(1)
     REGISTRY.clear()
+    template.forget()
     ch.free()
 
 

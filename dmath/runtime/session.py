@@ -143,15 +143,17 @@ def init(grid: Sequence[int] | None = None, names: Sequence[str] | None = None, 
     done. ``"spmd"``: every rank returns and runs the program.
     ``workers=N``: from a plain ``python``/Jupyter process, spawn N-1 more
     ranks (N in all; this process is rank 0 and holds a piece too).
-    ``errors``: ``"eager"`` or ``"lazy"`` error checks in client-server mode
-    (default ``$DMATH_ERRORS`` or eager; see ``dmath.runtime.dispatch``).
+    ``errors``: ``"pipelined"``, ``"eager"`` or ``"lazy"`` error checks in
+    client-server mode (default ``$DMATH_ERRORS`` or pipelined; see
+    ``dmath.runtime.dispatch``).
     """
     if state.is_initialized():
         return state.context()
     if mode not in (None, "spmd", "client-server"):
         raise ValueError(f"mode must be 'client-server' or 'spmd', not {mode!r}")
-    if errors not in (None, "eager", "lazy"):
-        raise ValueError(f"errors must be 'eager' or 'lazy', not {errors!r}")
+    if errors not in (None, *dispatch.ERROR_MODES):
+        raise ValueError(f"errors must be one of {', '.join(map(repr, dispatch.ERROR_MODES))}, "
+                         f"not {errors!r}")
     spawn.before_mpi(workers)
     owns = _mpi.ensure_initialized()
     if owns:

@@ -26,7 +26,10 @@ most the batch dim, the loader copies the raw samples and labels to the
 device once and cuts every batch there: the epoch's order is one small
 device array, a batch is an ``index_select`` and the normalisation, all
 queued on the stream with no host work and no host synchronisation, so the
-loader is never on a training step's critical path. ``resident=True``
+loader is never on a training step's critical path. Where a rank's rows of
+the whole epoch, normalised, fit ``EPOCH_BYTES`` they are gathered at the
+epoch's first batch (one ``index_select``) and a batch is a slice of them: no
+kernel at all per batch. ``resident=True``
 insists (also on the CPU, where it equals the host path bit for bit),
 ``False`` reads from the host.
 
@@ -185,24 +188,46 @@ class Dataset:
                              f"(N, C, H, W), got {self.x.shape}")
         return self
 
-    def read(self, rows: np.ndarray, dims: list[np.ndarray], dtype: torch.dtype) -> torch.Tensor:
-        """Images of samples ``rows``, restricted to ``dims`` (C, H, W index arrays),
-        normalised."""
-        order = np.argsort(rows, kind="stable")     # memmaps read fastest in file order
-        xs = np.empty((len(rows),) + self.x.shape[1:], self.x.array().dtype)
-        xs[order] = self.x.array()[rows[order]]
+    def read(self, rows: np.ndarray, dims: list, dtype: torch.dtype) -> torch.Tensor:
+        """Images of samples ``rows``, restricted to ``dims`` (C, H, W index arrays;
+        None: the whole dim), normalised."""
+        src = self.x.array()
+        if isinstance(src, np.memmap):
+            order = np.argsort(rows, kind="stable")     # memmaps read fastest in file order
+            xs = np.empty((len(rows),) + src.shape[1:], src.dtype)
+            xs[order] = src[rows[order]]
+        else:
+            xs = src[rows]
         if xs.ndim == 3:
             xs = xs[:, None]
         # this rank's (C, H, W) piece: no copy along whole dims (np.ix_ gathered every
         # element: ~0.5 ms a 128-image batch)
-        t = take_piece(torch.from_numpy(np.ascontiguousarray(xs)), [np.arange(len(rows)), *dims])
+        t = torch.from_numpy(np.ascontiguousarray(xs))
+        t = take_piece(t, [None, *dims]) if any(i is not None for i in dims) else t
+        if t.dtype == torch.uint8 and dtype in (torch.float32, torch.float64):
+            # one table look-up: the 256 values normalised by the formula below
+            return torch.from_numpy(self._table(dtype)[t.numpy()])
+        return self._normalise(t, dtype)
+
+    def _normalise(self, t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         t = t.to(torch.float64 if dtype == torch.float64 else torch.float32)
         if self.scale != 1.0 or self.mean != 0.0 or self.std != 1.0:
             t = (t * self.scale - self.mean) / self.std
         return t.to(dtype)
 
+    def _table(self, dtype: torch.dtype) -> np.ndarray:
+        """``_normalise`` of every uint8 value (elementwise: the same bits), kept per
+        (dtype, scale, mean, std)."""
+        key = (dtype, self.scale, self.mean, self.std)
+        got = self.__dict__.get("_tables")
+        if got is None or got[0] != key:
+            vals = torch.arange(256, dtype=torch.int16).to(torch.uint8)
+            got = self._tables = (key, self._normalise(vals, dtype).numpy())
+        return got[1]
+
 
 RESIDENT_BYTES = 1 << 30     # raw samples up to this size are kept on a GPU (``resident="auto"``)
+EPOCH_BYTES = 1 << 30        # a resident epoch's normalised rows (one rank's) up to this: gathered once
 
 # (file stems, scale, mean, std) of the IDX data sets ``dmath data fetch`` gets
 KNOWN = {
@@ -298,7 +323,8 @@ class DataLoader:
         self._perm = None
         self._ahead: tuple | None = None       # (epoch, batch, future)
         self._pool: ThreadPoolExecutor | None = None
-        self._device_data: tuple | None = None  # (x raw, y, {batch size: my rows}, (epoch, perm))
+        self._device_data: tuple | None = None  # (x raw, y, {b: my rows}, (epoch, perm, gathered))
+        self._pieces: dict = {}                 # batch size -> ``_piece``
 
     def __len__(self) -> int:
         n = len(self.dataset)
@@ -322,14 +348,24 @@ class DataLoader:
                 if self.shuffle else np.arange(n)
         return self._perm
 
+    def _piece(self, b: int) -> tuple:
+        """For a batch of ``b``: (my rows of it for x, [per image dim my indices, None
+        where I hold the whole dim], my rows for y); made once per batch size."""
+        got = self._pieces.get(b)
+        if got is None:
+            g = global_indices((b,) + self.dataset.sample_shape, self.x_layout, self.grid)
+            dims = [None if _whole(ix, n) else ix
+                    for ix, n in zip(g[1:], self.dataset.sample_shape)]
+            got = self._pieces[b] = (g[0], dims,
+                                     global_indices((b,), self.y_layout, self.grid)[0])
+        return got
+
     def _read(self, i: int) -> tuple[torch.Tensor, torch.Tensor, int]:
         rows = self.order()[i * self.batch_size:(i + 1) * self.batch_size]
         b = len(rows)
-        shape = (b,) + self.dataset.sample_shape
-        g = global_indices(shape, self.x_layout, self.grid)
-        x = self.dataset.read(rows[g[0]], g[1:], self.dtype)
-        gy = global_indices((b,), self.y_layout, self.grid)
-        y = torch.from_numpy(np.asarray(self.dataset.y.array()[rows[gy[0]]]).astype(np.int64))
+        gx, dims, gy = self._piece(b)
+        x = self.dataset.read(rows[gx], dims, self.dtype)
+        y = torch.from_numpy(np.asarray(self.dataset.y.array()[rows[gy]]).astype(np.int64))
         from ..ops._common import device
         if device().type == "cuda":        # pinned: the copy to the GPU is truly asynchronous
             x, y = x.pin_memory(), y.pin_memory()
@@ -344,13 +380,17 @@ class DataLoader:
         """Whether batches are cut from a device-resident copy (see the module)."""
         if self.resident != "auto":
             return bool(self.resident)
+        if dev.type != "cuda":
+            return False
         x = self.dataset.x
         nbytes = len(self.dataset) * int(np.prod(x.shape[1:])) * x.array().dtype.itemsize
         return (dev.type == "cuda" and nbytes <= RESIDENT_BYTES
                 and not any(d.axes for d in self.x_layout.dims[1:]))
 
     def _resident_batch(self, i: int, dev: torch.device) -> tuple[DArray, DArray]:
-        """Batch ``i`` cut on the device: my rows of it, normalised as ``Dataset.read``."""
+        """Batch ``i`` cut on the device: my rows of it, normalised as ``Dataset.read``.
+        When the epoch's normalised rows fit (``EPOCH_BYTES``) they are gathered once per
+        epoch and a batch is a slice of them (no kernel per batch)."""
         ds = self.dataset
         if self._device_data is None:
             n = len(ds)
@@ -359,24 +399,69 @@ class DataLoader:
             self._device_data = (x.to(dev), y.to(dev), {}, None)
         x, y, mine, perm = self._device_data
         if perm is None or perm[0] != self.epoch:
-            perm = (self.epoch, torch.from_numpy(self.order()).to(dev))
+            perm = (self.epoch, torch.from_numpy(self.order()).to(dev), None)
             self._device_data = (x, y, mine, perm)
-        b = min(self.batch_size, len(ds) - i * self.batch_size)
+        B = self.batch_size
+        b = min(B, len(ds) - i * B)
+        shape = (b,) + ds.sample_shape
+        ep = perm[2]
+        if ep is None and self._epoch_fits(dev):
+            ep = self._gather_epoch(x, y, perm[1], dev)
+            self._device_data = (x, y, mine, (perm[0], perm[1], ep))
+        if ep is not None:
+            xs, ys, offsets = ep
+            (x0, x1), (y0, y1) = offsets[i]
+            return (DArray(xs[x0:x1], shape, self.x_layout, self.grid),
+                    DArray(ys[y0:y1], (b,), self.y_layout, self.grid))
+        rx, ry = self._my_rows(b, dev)
+        rows = perm[1][i * B:i * B + b]
+        return (DArray(self._normalise(x.index_select(0, rows.index_select(0, rx))),
+                       shape, self.x_layout, self.grid),
+                DArray(y.index_select(0, rows.index_select(0, ry)), (b,), self.y_layout, self.grid))
+
+    def _my_rows(self, b: int, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """This rank's rows of a batch of ``b`` samples (x's and y's), on the device."""
+        mine = self._device_data[2]
         if b not in mine:
-            shape = (b,) + ds.sample_shape
+            shape = (b,) + self.dataset.sample_shape
             mine[b] = (torch.from_numpy(global_indices(shape, self.x_layout, self.grid)[0]).to(dev),
                        torch.from_numpy(global_indices((b,), self.y_layout, self.grid)[0]).to(dev))
-        rx, ry = mine[b]
-        rows = perm[1][i * self.batch_size:i * self.batch_size + b]
-        t = x.index_select(0, rows.index_select(0, rx))
+        return mine[b]
+
+    def _normalise(self, t: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+        """Raw samples to ``dtype`` as ``Dataset.read`` scales them (bit for bit)."""
+        ds = self.dataset
         if t.ndim == 3:
             t = t[:, None]
         t = t.to(torch.float64 if self.dtype == torch.float64 else torch.float32)
         if ds.scale != 1.0 or ds.mean != 0.0 or ds.std != 1.0:
-            t = (t * ds.scale - ds.mean) / ds.std
-        shape = (b,) + ds.sample_shape
-        return (DArray(t.to(self.dtype), shape, self.x_layout, self.grid),
-                DArray(y.index_select(0, rows.index_select(0, ry)), (b,), self.y_layout, self.grid))
+            t = t.mul_(ds.scale).sub_(ds.mean).div_(ds.std) if inplace else \
+                (t * ds.scale - ds.mean) / ds.std
+        return t.to(self.dtype)
+
+    def _epoch_fits(self, dev: torch.device) -> bool:
+        """Whether this rank's normalised rows of an epoch fit ``EPOCH_BYTES``."""
+        n = len(self._my_rows(min(self.batch_size, len(self.dataset)), dev)[0]) * len(self)
+        item = 8 if self.dtype == torch.float64 else 4
+        return n * int(np.prod(self.dataset.sample_shape)) * item <= EPOCH_BYTES
+
+    def _gather_epoch(self, x: torch.Tensor, y: torch.Tensor, perm: torch.Tensor,
+                      dev: torch.device) -> tuple:
+        """My rows of every batch of the epoch, normalised: (xs, ys, [((x0, x1), (y0, y1))])
+        with batch ``j`` at ``xs[x0:x1]``, ``ys[y0:y1]``."""
+        B, n = self.batch_size, len(self.dataset)
+        ix, iy, offsets, ox, oy = [], [], [], 0, 0
+        for j in range(len(self)):
+            b = min(B, n - j * B)
+            rx, ry = self._my_rows(b, dev)
+            ix.append(rx + j * B)
+            iy.append(ry + j * B)
+            offsets.append(((ox, ox + len(rx)), (oy, oy + len(ry))))
+            ox, oy = ox + len(rx), oy + len(ry)
+        rx = perm.index_select(0, torch.cat(ix)) if ix else perm[:0]
+        ry = perm.index_select(0, torch.cat(iy)) if iy else perm[:0]
+        return (self._normalise(x.index_select(0, rx), inplace=True), y.index_select(0, ry),
+                offsets)
 
     @command
     def batch(self, i: int) -> tuple[DArray, DArray]:
@@ -399,6 +484,11 @@ class DataLoader:
             raise RuntimeError("DataLoader: piece shape mismatch")      # a bug, not user input
         return (DArray(x.to(dev, non_blocking=True), shape, self.x_layout, self.grid),
                 DArray(y.to(dev, non_blocking=True), (b,), self.y_layout, self.grid))
+
+
+def _whole(ix: np.ndarray, n: int) -> bool:
+    """Whether the indices ``ix`` are 0, 1, ..., n - 1 (a whole dim, in order)."""
+    return len(ix) == n and (n == 0 or (ix[0] == 0 and not np.any(np.diff(ix) != 1)))
 
 
 @command

@@ -22,9 +22,12 @@ A graph is recorded on particular arrays and settings: when the model's or
 the optimizer's arrays are replaced (``load_state_dict``, a new layout) it is
 dropped and recorded again; a change of a layer's settings (dropout ``p``,
 train/eval) or of the optimizer's hyperparameters (momentum, betas, weight
-decay) selects another graph. Graphs need one process (a step that
-communicates between processes would leave the graph) and no float16 loss
-scaling (its overflow check reads a flag on the host each step).
+decay) selects another graph. On several ranks (SPMD, one GPU each, the
+nccl transport: ``runtime.nccl``) the step's NCCL collectives (the gradient
+all-reduce, bucketed as the reducer has them) are recorded in each rank's
+graph; an MPI call inside the capture fails it, and the ranks agree after
+each capture, so all replay or none (else they step eagerly). Graphs need no
+float16 loss scaling (its overflow check reads a flag on the host each step).
 
 Backends: ``CudaGraph`` (``torch.cuda.CUDAGraph``, a memory pool each) and
 ``OpReplay``, which records the step's aten operations with a
@@ -37,6 +40,8 @@ from __future__ import annotations
 
 import gc
 import warnings
+from contextlib import nullcontext
+from operator import attrgetter, is_
 from typing import Callable
 
 import torch
@@ -46,7 +51,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from ..array import DArray, touch_all
 from ..nn import edits
 from ..ops import random as _random
-from ..runtime import capture
+from ..runtime import capture, context, nccl
 
 WARMUP = 2           # eager steps of a batch shape before its step is captured
 ATTEMPTS = 3         # failed captures before graphs are given up (a failed one is retried)
@@ -57,8 +62,16 @@ class CudaGraph:
     """A step as a ``torch.cuda.CUDAGraph``, in its own memory pool (a graph's replay
     rewrites the memory its capture used; no other graph's tensors live there)."""
 
+    RUNS_WHEN_RECORDED = False
+
     def capture(self, fn: Callable[[], list]) -> list:
         """Record ``fn`` (its kernels do not run) and replay it once: ``fn``'s step done."""
+        outs = self.record(fn)
+        self.graph.replay()
+        return outs
+
+    def record(self, fn: Callable[[], list]) -> list:
+        """Record ``fn``; its kernels have not run (``replay`` runs them)."""
         self.graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()       # pending copies done: no pinned-block events to poll
         # relaxed: bookkeeping calls that do not enqueue work (the pinned-memory
@@ -72,7 +85,6 @@ class CudaGraph:
         finally:
             if enabled:
                 gc.enable()
-        self.graph.replay()
         return outs
 
     def replay(self) -> None:
@@ -104,6 +116,11 @@ class OpReplay:
     the operations again on the same persistent tensors, new tensors standing
     for the ones the recording made, and copies the new ``outs`` into the
     recorded ones (a CUDA graph's outputs are its own memory, rewritten)."""
+
+    RUNS_WHEN_RECORDED = True
+
+    def record(self, fn: Callable[[], list]) -> list:
+        return self.capture(fn)
 
     def capture(self, fn: Callable[[], list]) -> list:
         rec = _Recorder()
@@ -137,10 +154,31 @@ class _Graph:
         self.outs: list[torch.Tensor] = []
         self.rng_calls = 0
         self.stepped: list[bool] = []                   # which parameters the step updates
+        self.key: tuple | None = None
+        self.edits, self.settings = -1, None            # the model edit / optimizer settings seen
+        # what a replay copies in and touches, as flat lists (made once)
+        self.dst = [a.local for b in inputs for a in b]
+        self.touched = [*arrays, *(a for b in inputs for a in b)]
 
     def valid(self, arrays: list) -> bool:
-        return len(arrays) == len(self.tensors) and \
-            all(a.local is t for a, t in zip(arrays, self.tensors))
+        """``arrays`` are the ones recorded, with the same pieces (C-level loops)."""
+        return len(arrays) == len(self.tensors) and all(map(is_, arrays, self.arrays)) and \
+            all(map(is_, map(_LOCAL, arrays), self.tensors))
+
+    def fits(self, batches: list) -> bool:
+        """``batches`` have the shapes, dtypes and layouts the graph's inputs have."""
+        if len(batches) != len(self.inputs):
+            return False
+        for (x, y), (X, Y) in zip(batches, self.inputs):
+            if x.shape != X.shape or y.shape != Y.shape or x._local.dtype != X._local.dtype \
+                    or y._local.dtype != Y._local.dtype \
+                    or not (x.layout is X.layout or x.layout == X.layout) \
+                    or not (y.layout is Y.layout or y.layout == Y.layout):
+                return False
+        return True
+
+
+_LOCAL = attrgetter("_local")
 
 
 def _settings(m) -> tuple:
@@ -163,9 +201,14 @@ class StepGraphs:
         self.failed: str | None = None      # why graphs were given up
         self.failures = 0
         self._model_key: tuple = (None, None)     # (nn.edits() when made, _settings(model))
+        self._last: _Graph | None = None          # the graph of the last step (checked first)
 
     def step(self, batches: list[tuple[DArray, DArray]]) -> list | None:
-        """Run the step as a replay (or capture it); None: run it eagerly."""
+        """Run the step as a replay (or capture it); None: run it eagerly.
+
+        The steady state (the graph of the last step again: same model edit count,
+        optimizer settings, batch specs, arrays) checks just that, writes the step's
+        numbers (one copy), copies the batch in, replays and does the host's part."""
         tr = self.trainer
         if self.failed is not None:
             return None
@@ -173,9 +216,28 @@ class StepGraphs:
         if numbers is None:
             return None
         numbers = {**numbers, **_random.step_values()}
+        g = self._last
+        if g is None or g.edits != edits() or g.settings != tr.optimizer.settings() \
+                or not g.fits(batches) or not g.valid(tr.step_arrays()):
+            g = self._find(batches, numbers)
+            if g is None or isinstance(g, list):
+                return g                     # eager (warm-up / no graph), or a capture's stats
+        self._feed(g, batches)
+        self.values.write(numbers)
+        g.backend.replay()
+        tr.after_replay(g.stepped, g.rng_calls)
+        touch_all(g.touched)
+        return tr.stats_of(g.outs)
+
+    def _find(self, batches: list, numbers: dict) -> "_Graph | list | None":
+        """The graph of this step's key (made current), the stats of a capture now made,
+        or None (run eagerly)."""
+        tr = self.trainer
+        self._last = None
         if self._model_key[0] != edits():     # the model's settings, walked after an edit only
             self._model_key = (edits(), _settings(tr.model))
-        key = (self._model_key[1], tr.optimizer.settings(),
+        settings = tr.optimizer.settings()
+        key = (self._model_key[1], settings,
                tuple((x.shape, x.local.dtype, x.layout, y.shape, y.local.dtype, y.layout)
                      for x, y in batches))
         arrays = tr.step_arrays()
@@ -189,18 +251,18 @@ class StepGraphs:
                 return None
             return self._capture(key, batches, numbers, arrays)
         self.graphs[key] = self.graphs.pop(key)      # most recently used last
-        self._feed(g, batches)
-        self.values.write(numbers)
-        g.backend.replay()
-        tr.after_replay(g.stepped, g.rng_calls)
-        touch_all(g.arrays)
-        return tr.stats_of(g.outs)
+        g.edits, g.settings = self._model_key[0], settings
+        self._last = g
+        return g
 
     def _feed(self, g: _Graph, batches: list) -> None:
-        for (X, Y), (x, y) in zip(g.inputs, batches):
-            X.local.copy_(x.local)
-            Y.local.copy_(y.local)
-        touch_all([a for b in g.inputs for a in b])
+        if len(batches) == 1:
+            x, y = batches[0]
+            g.dst[0].copy_(x._local)
+            g.dst[1].copy_(y._local)
+        else:
+            for d, a in zip(g.dst, (a for b in batches for a in b)):
+                d.copy_(a._local)
 
     def _capture(self, key: tuple, batches: list, numbers: dict, arrays: list) -> list | None:
         tr = self.trainer
@@ -210,14 +272,29 @@ class StepGraphs:
                         for a in b) for b in batches]
         g = _Graph(self.backend(), inputs, arrays)
         self._feed(g, batches)
+        touch_all(g.touched[len(arrays):])
         self.values.write(numbers)
         saved = tr.host_state()
         tr.forget_cached_casts()           # their casts must be kernels of the graph
         stream0, steps0 = numbers["rng.stream"], list(tr.optimizer.steps)
+        world = context().world
+        several = world.size > 1            # collectives recorded (NCCL): runtime.nccl
+        err = None
         try:
-            with capture.capturing(self.values):
-                g.outs = g.backend.capture(lambda: [s.t for s in tr.eager_step(inputs)])
+            with capture.capturing(self.values), \
+                    (nccl.no_host_collectives() if several else nullcontext()):
+                g.outs = g.backend.record(lambda: [s.t for s in tr.eager_step(inputs)])
         except Exception as exc:            # noqa: BLE001 - any failure: train on eagerly
+            err = exc
+        if several:      # all ranks replay it or none (a rank missing from NCCL's kernels: a hang)
+            errs = world.allgather_obj(None if err is None else f"{type(err).__name__}: {err}")
+            bad = next(((r, e) for r, e in enumerate(errs) if e is not None), None)
+            if bad is not None and err is None:
+                err = RuntimeError(f"the capture failed on rank {bad[0]}: {bad[1]}")
+        if err is None and not g.backend.RUNS_WHEN_RECORDED:
+            g.backend.replay()              # the step itself
+        if err is not None:
+            exc = err
             tr.restore_host_state(saved)
             self.failures += 1
             if self.failures >= ATTEMPTS:
@@ -228,6 +305,7 @@ class StepGraphs:
             return None
         g.rng_calls = _random.step_values()["rng.stream"] - stream0
         g.stepped = [a != b for a, b in zip(tr.optimizer.steps, steps0)]
+        g.key = key
         self.graphs[key] = g
         while len(self.graphs) > KEEP:
             del self.graphs[next(iter(self.graphs))]

@@ -19,17 +19,20 @@ trainer is made; the data order has its own seed (the loader's).
 
 Every array operation is a command, so the same code drives client-server
 mode (it runs on rank 0) and SPMD mode (every rank runs it). Losses are
-fetched to the host every ``log_every`` steps (one synchronisation for all
-of them); the loss and its gradient need no collective (``_loss_step``: each
+copied to the host every ``log_every`` steps, asynchronously, and read
+``log_every`` steps later (the host never waits for the device within an
+epoch, only at its end); the loss and its gradient need no collective (``_loss_step``: each
 rank keeps its share of the loss sum and correct count, summed over ranks
 when read); the loss log and accuracy counts are float64 sums. The progress
 bar, metrics files, plots and checkpoints' host side happen on rank 0 only.
 
-``graphs``: on one GPU the step is captured as a CUDA graph after two eager
+``graphs``: on a GPU the step is captured as a CUDA graph after two eager
 steps of a batch shape and replayed after (``"auto"``, the default; see
-``train.graphs``); ``False`` turns that off, ``True`` insists (an error says
-why it cannot), ``"replay"`` replays recorded aten operations instead (any
-device; tests).
+``train.graphs``; on several GPUs in SPMD mode with the nccl transport the
+gradient all-reduce is recorded in the graph, elsewhere several ranks step
+eagerly); ``False`` turns that off, ``True`` insists (an error says why it
+cannot), ``"replay"`` replays recorded aten operations instead (any device,
+one process; tests).
 
 Checkpoints (``out_dir/checkpoint``, written after every epoch, read by
 ``resume``): ``{"model", "optimizer", "scheduler", "scaler", "epoch",
@@ -42,6 +45,8 @@ import json
 import math
 import os
 import time
+from itertools import chain, repeat
+from operator import attrgetter, is_
 import warnings
 from pathlib import Path
 
@@ -54,7 +59,7 @@ from ..nn import GradReducer, LossScaler, edits, loss
 from ..nn._common import sub_layout, to_layout
 from ..nn.modules import Module
 from ..ops import random as _random
-from ..runtime import context, world
+from ..runtime import context, nccl, world
 from ..runtime.dispatch import command, register_handle_type
 from . import checkpoint
 from .data import DataLoader
@@ -63,6 +68,7 @@ from .optim import Optimizer
 from .schedule import Schedule
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+_GRAD = attrgetter("grad")
 
 
 @command
@@ -90,15 +96,16 @@ def _loss_step(logits: DArray, target: DArray, dscale: float | None
     dlogits of ``dscale * mean loss`` (None: no backward) and the batch's stats."""
     per, ctx = loss.softmax_cross_entropy_forward(logits, target, "none")
     d = None
-    if dscale is not None:
-        n = max(1, per.shape[0])
-        ones = DArray(per.local.new_full(per.local.shape, dscale / n, dtype=torch.float64),
-                      per.shape, per.layout, per.grid)          # ops.full's, made here
-        d = loss.softmax_cross_entropy_backward(ones, ctx)
+    if dscale is not None:       # every sample's loss weighs dscale / N
+        d = loss.cross_entropy_grad_uniform(ctx, dscale / max(1, per.shape[0]))
     z = to_layout(logits, sub_layout(per.layout, 0, None)).local
-    t = to_layout(target, per.layout).local.to(z.device)
-    mine = float(is_primary(per.layout, per.grid, per.grid.rank))    # count replicas once
-    st = torch.stack([per.local.double().sum(), (z.argmax(1) == t).double().sum()]) * mine
+    t = to_layout(target, per.layout).local
+    if t.device != z.device:
+        t = t.to(z.device)
+    st = torch.stack([per.local.sum(dtype=torch.float64),
+                      (z.argmax(1) == t).sum(dtype=torch.float64)])
+    if not is_primary(per.layout, per.grid, per.grid.rank):
+        st.zero_()                                           # count replicas once
     return d, _Stats(st)
 
 
@@ -109,6 +116,37 @@ def _reduce_stats(stats: list) -> list:
         return []
     t = torch.stack([s.t for s in stats])
     return world().allreduce(t.cpu(), "sum").tolist()
+
+
+@register_handle_type
+class _Staged:
+    """Stats on their way to the host: a copy into host memory queued on the device
+    (pinned, asynchronous) and the event after it (None on the CPU: copied)."""
+
+    def __init__(self, host: torch.Tensor, event):
+        self.host, self.event = host, event
+
+
+@command
+def _stage_stats(stats: list) -> _Staged:
+    """Start copying ``stats`` to the host without waiting (``_reduce_staged`` reads them)."""
+    t = torch.stack([s.t for s in stats])
+    if t.device.type != "cuda":
+        return _Staged(t.clone(), None)
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    host.copy_(t, non_blocking=True)
+    ev = torch.cuda.Event()
+    ev.record()
+    return _Staged(host, ev)
+
+
+@command(sync=True)
+def _reduce_staged(staged: _Staged) -> list:
+    """``_reduce_stats`` of staged stats: waits for their copy only (long done when staged
+    a few steps before), then one all-reduce over the ranks."""
+    if staged.event is not None:
+        staged.event.synchronize()
+    return world().allreduce(staged.host, "sum").tolist()
 
 
 @command
@@ -216,10 +254,15 @@ class Trainer:
         """The host's part of a replayed step (what its Python did when captured):
         ``stepped`` per optimizer group, ``rng_calls`` random streams drawn."""
         self.optimizer.advance(stepped)
-        rng = _random.get_state()
-        rng["stream"] += rng_calls
-        _random.set_state(rng)
-        self._finish_step()
+        if rng_calls:
+            rng = _random.get_state()
+            rng["stream"] += rng_calls
+            _random.set_state(rng)
+        if not all(map(is_, map(_GRAD, self.optimizer.params), repeat(None))):
+            self.optimizer.zero_grad()        # a replay leaves none: nothing to drop
+        self.step += 1
+        if self.schedule is not None and self.schedule_per == "step":
+            self.schedule.step()
 
     def step_arrays(self) -> list[DArray]:
         """The arrays a step writes in place: parameters, buffers, optimizer state (the
@@ -227,7 +270,7 @@ class Trainer:
         mine = getattr(self, "_model_arrays", None)
         if mine is None or mine[0] != edits():
             mine = self._model_arrays = (edits(), list(self.model.state_dict().values()))
-        return [*mine[1], *(b for bufs in self.optimizer.state.values() for b in bufs)]
+        return [*mine[1], *chain.from_iterable(self.optimizer.state.values())]
 
     @staticmethod
     def stats_of(outs: list) -> list:
@@ -295,8 +338,22 @@ class Trainer:
             from tqdm import tqdm
             bar = tqdm(total=steps, desc=f"epoch {epoch + 1}/{epochs}", unit="step",
                        leave=True, dynamic_ncols=True)
-        pending, tot_loss, tot_hit, seen = [], 0.0, 0.0, 0
-        i = 0
+        pending, tot = [], [0.0, 0.0]          # tot: loss, hits
+        staged = None          # the last log_every steps' stats, on their way to the host
+        i, seen = 0, 0
+
+        def read(group):       # the host reads a staged group (its copy long done)
+            vals, k = _reduce_staged(group[0]), 0
+            for sts, n in group[1]:
+                v = sum(vals[k + j][0] for j in range(len(sts))) / n   # the step's mean
+                tot[1] += sum(vals[k + j][1] for j in range(len(sts)))
+                k += len(sts)
+                self.step_losses.append(v)
+                tot[0] += v
+            if bar is not None:
+                bar.update(len(group[1]))
+                bar.set_postfix(loss=f"{self.step_losses[-1]:.4f}", lr=f"{self.optimizer.lr:.3g}")
+
         for s in range(steps):
             batches = [loader.batch(i + k) for k in range(self.accumulate)]
             i += self.accumulate
@@ -304,22 +361,16 @@ class Trainer:
             seen += n
             pending.append((self.train_step(batches), n))
             if len(pending) >= self.log_every or s == steps - 1:
-                vals = _reduce_stats([st for sts, _ in pending for st in sts])
-                k = 0
-                for sts, n in pending:
-                    v = sum(vals[k + j][0] for j in range(len(sts))) / n   # the step's mean
-                    tot_hit += sum(vals[k + j][1] for j in range(len(sts)))
-                    k += len(sts)
-                    self.step_losses.append(v)
-                    tot_loss += v
-                if bar is not None:
-                    bar.update(len(pending))
-                    bar.set_postfix(loss=f"{self.step_losses[-1]:.4f}",
-                                    lr=f"{self.optimizer.lr:.3g}")
-                pending = []
+                # no synchronisation: these stats are read log_every steps later
+                group = (_stage_stats([st for sts, _ in pending for st in sts]), pending)
+                if staged is not None:
+                    read(staged)
+                staged, pending = group, []
+        if staged is not None:
+            read(staged)
         if bar is not None:
             bar.close()
-        return tot_loss / max(1, steps), tot_hit / max(1, seen), seen
+        return tot[0] / max(1, steps), tot[1] / max(1, seen), seen
 
     def evaluate(self, loader: DataLoader) -> dict:
         """Mean loss and accuracy over ``loader`` (evaluation mode; restores the mode)."""
@@ -378,18 +429,21 @@ class Trainer:
 
 def _graph_backend(graphs: bool | str, precision: str) -> str | None:
     """The ``graphs.BACKENDS`` key for ``Trainer(graphs=...)``, or None (eager steps).
-    ``"auto"``: CUDA graphs where they apply (a GPU, one process, no float16
-    loss scaling); ``True`` / ``"cuda"``: CUDA graphs or an error saying why not;
-    ``"replay"``: ``graphs.OpReplay`` (any device; checks); ``False``: none."""
+    ``"auto"``: CUDA graphs where they apply (a GPU; one process, or several in
+    SPMD mode on the nccl transport, whose collectives are recorded too:
+    ``runtime.nccl``; no float16 loss scaling); ``True`` / ``"cuda"``: CUDA
+    graphs or an error saying why not; ``"replay"``: ``graphs.OpReplay`` (any
+    device, one process; checks); ``False``: none."""
     if graphs is False or graphs is None:
         return None
     if graphs not in (True, "auto", "cuda", "replay"):
         raise ValueError(f"graphs must be 'auto', True, False, 'cuda' or 'replay', got {graphs!r}")
     ctx = context()
     why = None
-    if ctx.world.size > 1:
-        why = (f"graphs need one process (this session has {ctx.world.size}): a step "
-               "that communicates leaves the graph")
+    if ctx.world.size > 1:           # the step's collectives must be NCCL ones, recorded too
+        why = ("graphs='replay' records aten operations only: on several ranks the step's "
+               "MPI collectives would be left out") if graphs == "replay" \
+            else nccl.capture_blocker(ctx)
     elif precision == "fp16":
         why = "graphs need no float16 loss scaling (it reads an overflow flag every step)"
     elif graphs in (True, "cuda") and ctx.device.type != "cuda":

@@ -103,6 +103,14 @@ ctl = dispatch.session_stats()["bytes"]
 ok(np.array_equal(add_sum(xs, A).to_numpy(), X + sum(xs)), "long message")
 ok(dispatch.session_stats()["bytes"] - ctl > 40_000, "it was long")
 
+# -- a repeated call of arrays and numbers travels as a template (no pickle) -------------------
+t0 = dispatch.session_stats()["templated"]
+for s in (2.0, 3.0, 2.0):
+    Z = (A * s + 1) / s
+ok(dispatch.session_stats()["templated"] - t0 >= 4, "repeated calls went as templates")
+ok(np.array_equal(Z.to_numpy(), (X * 2.0 + 1) / 2.0), "template calls compute the same")
+del Z
+
 # -- objects holding arrays travel as handles too (a forward op's saved context) -------------
 y, saved = exp_forward(A)
 g = exp_backward(dmath.ones((n, m), layout=dmath.row_block()), saved)
@@ -112,10 +120,23 @@ del y, saved, g
 # -- a failure on one server: raised on rank 0 with rank, type, message, traceback ----------
 if ERRORS == "eager":
     e = raises(lambda: fail_on([1], A), dmath.RemoteError)
+elif ERRORS == "pipelined":
+    B = fail_on([1], A)                              # returns before the servers are done...
+    e = raises(lambda: dmath.norm(A), dmath.RemoteError)     # ...raised by the next call
+    ok("an earlier command failed" in str(e), str(e))
+    # the failed command's result lost its handle: using it raises on rank 0, nothing is sent
+    sent_before = dispatch.session_stats()["commands"]
+    e2 = raises(lambda: dmath.sum(B), ValueError)
+    ok("fail_on" in str(e2) and "failed on rank 1" in str(e2), str(e2))
+    ok(dispatch.session_stats()["commands"] == sent_before, "nothing sent for B")
+    ok(np.array_equal(B.local.numpy(), A.local.numpy() + 1), "rank 0's own piece stays")
+    del B, e2                                        # (e2's traceback holds B)
 else:
     B = fail_on([1], A)                              # lazy: reported at the next sync point
     e = raises(dmath.sync, dmath.RemoteError)
-    del B
+    e2 = raises(lambda: B + 1, ValueError)           # its result cannot be used after that
+    ok("fail_on" in str(e2), str(e2))
+    del B, e2
 ok(e.rank == 1 and e.remote_type == "ZeroDivisionError", f"remote detail {e.rank} {e.remote_type}")
 ok(isinstance(e, ZeroDivisionError), "the remote type is kept")
 ok("boom on rank 1" in str(e) and "fail_on" in e.remote_traceback, str(e))
@@ -127,6 +148,12 @@ ok(np.array_equal(fail_on([], A).to_numpy(), X + 1), "the failed command works a
 # -- a failure on every server (not rank 0) ---------------------------------------------------
 if ERRORS == "eager":
     e = raises(lambda: fail_on(list(range(1, P)), A, KeyError), dmath.RemoteError)
+elif ERRORS == "pipelined":
+    # using the failed result at once: its error is raised before the sum is sent (the
+    # servers that failed hold no B; the sum's all-reduce would wait for them)
+    B = fail_on(list(range(1, P)), A, KeyError)
+    e = raises(lambda: dmath.sum(B).item(), dmath.RemoteError)
+    del B
 else:
     B = fail_on(list(range(1, P)), A, KeyError)
     # item() is a sync point; not of B: a failed command's results must not be used before

@@ -232,7 +232,7 @@ def case_memory():
     """Several ranks only: one rank hands the whole matrix to LAPACK (gesdd's workspace).
     Bound: 1.5 x the share of the matrix (the working copy, then the kept half of the
     reflectors next to the vectors' piece), plus the shares of the outputs beyond the
-    first (svd: U and V^T), plus 4 n x nb panels."""
+    first (svd: U and V^T), plus 6 n x nb panels (the reduction's P, V, W and GEMM operands)."""
     if p == 1:
         return 0
     n, nb = 512, 32
@@ -243,7 +243,7 @@ def case_memory():
     la.eigh(A, nb=nb)                                      # warm: code, plans, BLAS buffers
     la.svd(A, nb=nb)
     share = n * n * 8 / p
-    panels = 4 * n * nb * 8
+    panels = 6 * n * nb * 8
     for name, fn, outs in (("eigh", lambda: la.eigh(A, nb=nb), 0),
                            ("svd", lambda: la.svd(A, nb=nb), 2)):
         grown = peak_growth(fn)

@@ -714,6 +714,11 @@ def step_matmul(prog: Program):
     r = prog.rng.random()
     if r < 0.3:
         w = prog.add(v.a.T, v.x.T, how=f"{v.name}.T")
+    elif r >= 0.85:                 # matrix @ vector (iterative methods' product; issue 18's hang)
+        # a vector used again (its cached gathered copy is hit) or a new one
+        w = prog.pick(lambda u: u.a.ndim == 1 and u.a.shape[0] == k and u.a.dtype in FLOATS)
+        if w is None:
+            w = prog.fresh((k,), t=v.a.dtype)
     else:
         w = prog.pick(lambda u: u.a.ndim == 2 and u.a.shape[0] == k and u.a.dtype in FLOATS)
         if w is None or r < 0.6:

@@ -127,6 +127,23 @@ for graphs in (False, "replay"):
     tr.fit(loader, 4)
     runs.append(tr.step_losses)
 same(runs[0], runs[1], tolerance("fp32"), "settings changed")
+# a piece replaced in place (set_local: a new tensor under the same DArray) between
+# steps, and an optimizer state array replaced: the steady-state check sees it, records anew
+runs = []
+for graphs in (False, "replay"):
+    tr, loader, val = make(graphs, opt="adamw")
+    tr.fit(loader, 2)
+    w = tr.model.params()[0].master
+    w.set_local(w.local * 0.5)
+    tr.fit(loader, 3)
+    st = tr.optimizer.state["exp_avg"]
+    st[1] = dmath.zeros_like(st[1])
+    tr.fit(loader, 4)
+    runs.append(tr.step_losses)
+    if graphs:
+        assert tr.graphs.failed is None and len(tr.graphs.graphs) == 2, len(tr.graphs.graphs)
+same(runs[0], runs[1], tolerance("fp32"), "pieces replaced")
+passed += 1
 # at most KEEP graphs are kept: a new dropout p every epoch, the oldest graphs go
 old, G.KEEP = G.KEEP, 2
 try:
