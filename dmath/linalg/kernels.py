@@ -168,6 +168,17 @@ def _blas_gemm(a, b, out, alpha, beta):
         beta = 0.0
     if 0 in a.shape or 0 in b.shape:
         return out.zero_() if beta == 0 else out.mul_(beta)
+    if b.shape[1] == 1:
+        # a matrix-vector product: OpenBLAS's GEMM with one column runs ~7x slower than
+        # its GEMV (1024x1024 float64: 845 vs 114 us)
+        g = blas.sgemv if a.dtype == torch.float32 else blas.dgemv
+        X, tx = _fortran(a.numpy())
+        y = out.numpy()[:, 0]
+        r = g(alpha, X, np.ascontiguousarray(b.numpy()[:, 0]), beta=beta, y=y, trans=tx,
+              overwrite_y=1)
+        if not np.shares_memory(r, y):
+            y[...] = r
+        return out
     f = blas.sgemm if a.dtype == torch.float32 else blas.dgemm
     A, B, C = a.numpy(), b.numpy(), out.numpy()
     if C.flags.f_contiguous:

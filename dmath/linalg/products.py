@@ -36,7 +36,7 @@ from ..ops.creation import zeros
 from ..runtime.dispatch import command
 from ..runtime.plans import PlanCache
 from .gemm_driver import matmul_2d
-from .matvec import matvec
+from .vector_product import matvec
 from .precision import result_dtype
 
 

@@ -1,4 +1,4 @@
-"""The iterative methods' steady-state path (dmath/linalg/matvec.py, products' inner
+"""The iterative methods' steady-state path (dmath/linalg/vector_product.py, products' inner
 product, the 0-d and in-place elementwise fast paths): for every pairing of matrix
 and vector layouts, float32/float64 and an uneven size, ``A @ v``, ``v @ w``,
 ``dot``, ``alpha * v``, ``v * alpha``, ``x += alpha * v``, ``x -= y``, ``x *= alpha``
