@@ -104,6 +104,38 @@ case "${1:-tests}" in
     timeout 60 python3 benchmarks/solvers.py --gpu --n 4096 --spectral-n 2048 --repeats 2 2>&1 | tee "$OUT/r3_solvers.log"
     step "done after $((SECONDS - t0)) s"
     ;;
+  round3b)  # after round3: tests, host overhead, training (LeNet and ResNet: dmath with and without
+            # graphs, torch eager, torch whole-step graph), GEMM with wire formats (2 ranks on the GPU)
+    [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
+    t0=$SECONDS
+    step() { echo "== $1 (${SECONDS}s)"; }
+    step tests
+    mkdir -p "$OUT/r3_tmp"
+    timeout 200 python3 tests/workers/train_graphs.py "$OUT/r3_tmp" cuda > "$OUT/r3_train_graphs.log" 2>&1 &
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -rs tests/test_graph_nccl.py > "$OUT/r3_nccl.log" 2>&1 &
+    wait; rm -rf "$OUT/r3_tmp"
+    tail -n 3 "$OUT/r3_train_graphs.log" "$OUT/r3_nccl.log"
+    step graph_host
+    timeout 60 python3 benchmarks/graph_host.py --gpu --models lenet,resnet --steps 300 2>&1 | tee "$OUT/r3_graph_host.log"
+    step train
+    timeout 220 python3 benchmarks/train.py --gpu --models lenet,resnet --epochs 2 \
+        --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3_train.log" | tail -8
+    step "gemm --wire, 2 ranks"
+    timeout 60 python3 benchmarks/gemm.py --wire bf16,int8 --ranks 2 --n 4096 --dtypes float32 \
+        --algorithms summa,replicate_b --repeats 5 2>&1 | tee "$OUT/r3_gemm_wire.log" | tail -8
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  cpu16final)  # the 16-core host's CPUs after round 3's changes: CG / power iteration vs numpy with
+               # as many threads, dispatch latency, 512^3 FFT on 16 ranks, wire formats on 4/16 ranks
+    export DMATH_DEVICE=cpu
+    timeout 200 python3 benchmarks/iterative.py --n 1024 16384 --ranks 1 2 16 --repeat 3 --no-doc 2>&1 | tee "$OUT/cpu16_iterative.log" | tail -10
+    timeout 100 python3 benchmarks/dispatch.py --ranks 2 --no-doc 2>&1 | tee "$OUT/cpu16_dispatch.log" | tail -20
+    timeout 120 python3 benchmarks/fft.py --n 512 --ranks 16 --repeat 1 2>&1 | tee "$OUT/cpu16_fft512.log" | tail -6
+    for p in 4 16; do
+      timeout 50 python3 benchmarks/redistribute.py --ranks $p --n 4096 --dtype float32 --repeat 5 \
+          --wire bf16,int8 --no-doc 2>&1 | tee "$OUT/cpu${p}_redistribute_wire.log" | tail -9
+    done
+    ;;
   cpu16)
     export DMATH_DEVICE=cpu
     timeout 330 python3 benchmarks/iterative.py --n 1024 16384 --ranks 1 2 4 16 --no-doc 2>&1 | tee "$OUT/cpu16_iterative.log" | tail -10

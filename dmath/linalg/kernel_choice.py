@@ -193,6 +193,11 @@ def _clock() -> Callable[[], float]:
     return time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
 
 
+# What is timed, filled by the modules that own the kernels (no import upward from here):
+GEMMS: dict = {}     # kernel name -> gemm(a, b, out, alpha, beta, dtype): kernels.py
+LAPACK: dict = {}    # routine -> run(x, kernel) on a scratch matrix: local_lapack.py
+
+
 def _best(run: Callable[[], object], prep: Callable[[], object], repeats: int) -> float:
     clock = _clock()
     best = float("inf")
@@ -206,8 +211,6 @@ def _best(run: Callable[[], object], prep: Callable[[], object], repeats: int) -
 
 def measure(name: str, repeats: int = 3) -> dict:
     """Time both kernels for table entry ``name``: {"choice": fastest, "seconds": {...}}."""
-    from . import local_lapack as ll
-    from .kernels import _blas_gemm, _torch_gemm
     routine, dname, cls = name.split()
     dtype = getattr(torch, dname)
     n = SMALL if cls == "small" else SIZES[routine]
@@ -223,16 +226,12 @@ def measure(name: str, repeats: int = 3) -> dict:
             continue
         if routine == "gemm":
             c = torch.empty_like(a)
-            fn = (lambda x, c=c: _torch_gemm(a, a, c, 1.0, 0.0, dtype)) if k == "torch" else \
-                 (lambda x, c=c: _blas_gemm(a, a, c, 1.0, 0.0))
+            gemm = GEMMS[k]
+            fn = lambda x, c=c, gemm=gemm: gemm(a, a, c, 1.0, 0.0, dtype)     # noqa: E731
             fn(None)                                                   # warm up
             secs[k] = _best(fn, lambda: None, reps)
             continue
-        run = {"potrf": lambda x, k=k: ll.cholesky(x, kernel=k, overwrite=True),
-               "getrf": lambda x, k=k: ll.lu_factor(x, kernel=k, overwrite=True),
-               "geqrf": lambda x, k=k: ll.qr(x, "r", kernel=k, overwrite=True),
-               "syevd": lambda x, k=k: ll.eigh(x, kernel=k),
-               "gesdd": lambda x, k=k: ll.svd(x, False, kernel=k)}[routine]
+        run = lambda x, k=k, f=LAPACK[routine]: f(x, k)                      # noqa: E731
         run(a.clone())                                                 # warm up
         secs[k] = _best(run, a.clone, reps)
     return {"choice": min(secs, key=secs.get), "seconds": secs}

@@ -213,3 +213,7 @@ def local_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None
         with _cuda_fp32_precision("tf32" if tf32_enabled() else "ieee"):
             return _torch_gemm(a, b, out, alpha, beta, dtype)
     return _torch_gemm(a, b, out, alpha, beta, dtype)
+
+
+kernel_choice.GEMMS.update(torch=_torch_gemm,
+                           blas=lambda a, b, out, alpha, beta, dtype: _blas_gemm(a, b, out, alpha, beta))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import kernel_choice
 from .kernel_choice import choice
 
 TRANSPOSE_BLOCK = 128
@@ -182,3 +183,11 @@ def svd(t: torch.Tensor, full_matrices: bool = True, *, kernel: str | None = Non
     u, s, vh = sl.svd(x.T, full_matrices=full_matrices, check_finite=False,
                       lapack_driver="gesdd")
     return torch.from_numpy(vh.T), torch.from_numpy(s), torch.from_numpy(u.T)
+
+
+kernel_choice.LAPACK.update(
+    potrf=lambda x, k: cholesky(x, kernel=k, overwrite=True),
+    getrf=lambda x, k: lu_factor(x, kernel=k, overwrite=True),
+    geqrf=lambda x, k: qr(x, "r", kernel=k, overwrite=True),
+    syevd=lambda x, k: eigh(x, kernel=k),
+    gesdd=lambda x, k: svd(x, False, kernel=k))
