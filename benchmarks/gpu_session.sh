@@ -38,6 +38,18 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi -L
 python3 -c "import torch, mpi4py; print('torch', torch.__version__, 'mpi4py', mpi4py.__version__)"
+step() { echo "== $1 (${SECONDS}s)"; }
+graph_checks() {  # $1 s: the captured-step worker (CUDA graphs only; the replay backend is checked
+                  # on CPUs) and the NCCL-capture tests side by side, then the host time per replay
+  step tests
+  mkdir -p "$OUT/r3_tmp"
+  timeout "$1" python3 tests/workers/train_graphs.py "$OUT/r3_tmp" cuda > "$OUT/r3_train_graphs.log" 2>&1 &
+  timeout "$1" python3 -m pytest -q -p no:cacheprovider -rs tests/test_graph_nccl.py > "$OUT/r3_nccl.log" 2>&1 &
+  wait; rm -rf "$OUT/r3_tmp"
+  tail -n 3 "$OUT/r3_train_graphs.log" "$OUT/r3_nccl.log"
+  step graph_host
+  timeout 60 python3 benchmarks/graph_host.py --gpu --models lenet,resnet --steps 300 2>&1 | tee "$OUT/r3_graph_host.log"
+}
 case "${1:-tests}" in
   tests)   # four pytest jobs side by side (the host has 16 cores; MPI ranks share the GPU)
     groups=("test_nn.py test_layout.py test_docs.py test_exchange_parts.py test_products.py test_fuzz.py"
@@ -80,16 +92,7 @@ case "${1:-tests}" in
   round3)  # every step under its own timeout (170+60+100+45+2*45+60 = 525 s); logs in $OUT
     [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
     t0=$SECONDS
-    step() { echo "== $1 (${SECONDS}s)"; }
-    step tests   # side by side: the captured-step worker (CUDA graphs only; the replay backend
-                 # is checked on CPUs) and the NCCL-capture tests
-    mkdir -p "$OUT/r3_tmp"
-    timeout 170 python3 tests/workers/train_graphs.py "$OUT/r3_tmp" cuda > "$OUT/r3_train_graphs.log" 2>&1 &
-    timeout 170 python3 -m pytest -q -p no:cacheprovider -rs tests/test_graph_nccl.py > "$OUT/r3_nccl.log" 2>&1 &
-    wait; rm -rf "$OUT/r3_tmp"
-    tail -n 3 "$OUT/r3_train_graphs.log" "$OUT/r3_nccl.log"
-    step graph_host
-    timeout 60 python3 benchmarks/graph_host.py --gpu --models lenet,resnet --steps 300 2>&1 | tee "$OUT/r3_graph_host.log"
+    graph_checks 170
     step train
     timeout 100 python3 benchmarks/train.py --gpu --models lenet --epochs 2 --systems dmath,torch-graph \
         --no-doc 2>&1 | tee "$OUT/r3_train.log" | tail -8
@@ -108,15 +111,7 @@ case "${1:-tests}" in
             # graphs, torch eager, torch whole-step graph), GEMM with wire formats (2 ranks on the GPU)
     [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
     t0=$SECONDS
-    step() { echo "== $1 (${SECONDS}s)"; }
-    step tests
-    mkdir -p "$OUT/r3_tmp"
-    timeout 200 python3 tests/workers/train_graphs.py "$OUT/r3_tmp" cuda > "$OUT/r3_train_graphs.log" 2>&1 &
-    timeout 200 python3 -m pytest -q -p no:cacheprovider -rs tests/test_graph_nccl.py > "$OUT/r3_nccl.log" 2>&1 &
-    wait; rm -rf "$OUT/r3_tmp"
-    tail -n 3 "$OUT/r3_train_graphs.log" "$OUT/r3_nccl.log"
-    step graph_host
-    timeout 60 python3 benchmarks/graph_host.py --gpu --models lenet,resnet --steps 300 2>&1 | tee "$OUT/r3_graph_host.log"
+    graph_checks 200
     step train
     timeout 220 python3 benchmarks/train.py --gpu --models lenet,resnet --epochs 2 \
         --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3_train.log" | tail -8
