@@ -16,6 +16,8 @@ every rank raises the same one.
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import torch
 
@@ -23,6 +25,7 @@ from ..array import DArray, Dim, Layout, numroc
 from ..array.darray import _most_elements
 from ..array.distribution import dim_map
 from ..runtime.grid import Grid, most_square
+from .lapacke import openblas
 
 LinAlgError = np.linalg.LinAlgError
 
@@ -261,15 +264,8 @@ def _cblas():
     """(cblas_dgemm, cblas_sgemm) of the OpenBLAS scipy ships, or None."""
     if not _CBLAS:
         fns = None
+        lib = openblas()
         try:
-            import ctypes
-            import glob
-            import os
-
-            import scipy
-            libs = glob.glob(os.path.join(os.path.dirname(scipy.__file__) + ".libs",
-                                          "libscipy_openblas*.so"))
-            lib = ctypes.CDLL(libs[0])
             fns = (lib.scipy_cblas_dgemm, lib.scipy_cblas_sgemm)
             for f, t in zip(fns, (ctypes.c_double, ctypes.c_float)):
                 i = ctypes.c_int
@@ -277,7 +273,7 @@ def _cblas():
                               ctypes.c_void_p, i]
                 f.restype = None
             lib.scipy_openblas_set_num_threads(torch.get_num_threads())
-        except (ImportError, OSError, IndexError, AttributeError):
+        except AttributeError:            # no library (None) or no CBLAS in it
             fns = None
         _CBLAS.append(fns)
     return _CBLAS[0]

@@ -21,7 +21,6 @@ OpenBLAS runs with torch's thread count (``torch.get_num_threads()``).
 from __future__ import annotations
 
 import contextlib
-import os
 
 import numpy as np
 import torch
@@ -29,6 +28,7 @@ import torch
 from ..runtime import agreed
 from ..runtime.plans import PlanCache
 from . import kernel_choice, profile
+from .lapacke import openblas
 from .precision import HALF, tf32_enabled
 
 KERNELS = ("torch", "blas")
@@ -127,28 +127,6 @@ def _limit_blas_threads() -> None:
     lib = openblas()
     if lib is not None:
         lib.scipy_openblas_set_num_threads(n)
-
-
-_OPENBLAS: list = []
-
-
-def openblas():
-    """The OpenBLAS scipy ships, as a ctypes library (None without scipy)."""
-    if not _OPENBLAS:
-        lib = None
-        try:
-            import ctypes
-            import glob
-
-            import scipy
-            libs = glob.glob(os.path.join(os.path.dirname(scipy.__file__) + ".libs",
-                                          "libscipy_openblas*.so"))
-            lib = ctypes.CDLL(libs[0])
-            lib.scipy_openblas_set_num_threads.argtypes = [ctypes.c_int]
-        except (ImportError, OSError, IndexError, AttributeError):
-            lib = None
-        _OPENBLAS.append(lib)
-    return _OPENBLAS[0]
 
 
 def _fortran(x: np.ndarray) -> tuple[np.ndarray, int]:

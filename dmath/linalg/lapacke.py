@@ -34,17 +34,32 @@ import os
 
 import numpy as np
 
+_OPENBLAS: list = []
 _LIB: list = []
+
+
+def openblas():
+    """The OpenBLAS scipy ships (its LAPACKE, CBLAS and thread control) as a ctypes
+    library, opened once; None where scipy or the library is missing."""
+    if not _OPENBLAS:
+        lib = None
+        try:
+            import scipy
+            libs = glob.glob(os.path.join(os.path.dirname(scipy.__file__) + ".libs",
+                                          "libscipy_openblas*.so"))
+            lib = ctypes.CDLL(libs[0])
+            lib.scipy_openblas_set_num_threads.argtypes = [ctypes.c_int]
+        except (ImportError, OSError, IndexError, AttributeError):
+            lib = None
+        _OPENBLAS.append(lib)
+    return _OPENBLAS[0]
 
 
 def _lib():
     if not _LIB:
-        import scipy
-        libs = glob.glob(os.path.join(os.path.dirname(scipy.__file__) + ".libs",
-                                      "libscipy_openblas*.so"))
-        if not libs:
+        lib = openblas()
+        if lib is None:
             raise RuntimeError("dmath.linalg: scipy's bundled OpenBLAS (LAPACKE dbdsqr) not found")
-        lib = ctypes.CDLL(libs[0])
         f = lib.scipy_LAPACKE_dbdsqr
         i, p = ctypes.c_int, ctypes.c_void_p
         f.argtypes = [i, ctypes.c_char, i, i, i, i, p, p, p, i, p, i, p, i]
@@ -140,10 +155,7 @@ def band_svdvals(band: np.ndarray) -> np.ndarray:
 def _gbbrd():
     _lib()
     if len(_LIB) < 2:
-        import scipy
-        lib = ctypes.CDLL(glob.glob(os.path.join(os.path.dirname(scipy.__file__) + ".libs",
-                                                 "libscipy_openblas*.so"))[0])
-        f = lib.scipy_LAPACKE_dgbbrd
+        f = openblas().scipy_LAPACKE_dgbbrd
         i, p = ctypes.c_int, ctypes.c_void_p
         f.argtypes = [i, ctypes.c_char, i, i, i, i, i, p, i, p, p, p, i, p, i, p, i]
         f.restype = i
