@@ -174,6 +174,11 @@ class DArray:
         return self._local.dtype
 
     @property
+    def torch_dtype(self) -> torch.dtype:
+        """The torch dtype of the pieces: what to pass to torch calls."""
+        return self._local.dtype
+
+    @property
     def device(self) -> torch.device:
         return self._local.device
 
