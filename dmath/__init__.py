@@ -38,7 +38,7 @@ from . import io
 from .io import load, save
 
 from .array import wire
-from torch import bfloat16, float16, float32, float64   # dtypes (and wire formats)
+from .array.dtypes import DType, bfloat16, float16, float32, float64   # dtypes (and wire formats)
 
 __version__ = "0.1.0"
 
@@ -60,7 +60,7 @@ __all__ += ["concatenate", "expand_dims", "flatten", "ravel", "reshape", "squeez
             "swapaxes", "transpose"]
 __all__ += ["DivergenceError", "RemoteError", "command", "memory_stats", "set_cache_budget", "sync"]
 __all__ += ["io", "load", "save"]
-__all__ += ["bfloat16", "float16", "float32", "float64", "wire"]
+__all__ += ["DType", "bfloat16", "float16", "float32", "float64", "wire"]
 __all__ += ["arccos", "arcsin", "arctan", "arctan2", "bitwise_and", "bitwise_or", "bitwise_xor",
             "cosh", "exp2", "expm1", "floor_divide", "fmod", "hypot", "invert", "isinf", "log1p",
             "log2", "log10", "logical_xor", "positive", "reciprocal", "remainder", "result_type",

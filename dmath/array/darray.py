@@ -26,7 +26,7 @@ from ..runtime import caching, context, headroom
 from ..runtime import dispatch as _dispatch
 from ..runtime.dispatch import CommandTable, command
 from ..runtime.plans import PlanCache
-from .dtypes import as_dtype, to_numpy_dtype
+from .dtypes import BY_TORCH, DType, as_dtype, to_numpy_dtype
 from .layout import Layout
 from .redistribute import LocalSlice, ZeroPartial, execute, plan
 from .shards import dim_maps, global_indices, is_primary, local_shape
@@ -170,8 +170,10 @@ class DArray:
         return self._version
 
     @property
-    def dtype(self) -> torch.dtype:
-        return self._local.dtype
+    def dtype(self) -> DType:
+        """The dmath DType (``dmath.float64`` & co.): equal to numpy's and torch's
+        spellings; torch calls take ``torch_dtype``."""
+        return BY_TORCH[self._local.dtype]
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -258,7 +260,7 @@ class DArray:
         ``dmath.wire.int8_block()``; "auto": the ``dmath.wire`` block's, None:
         full precision); the result keeps this array's dtype (``array/wire.py``)."""
         grid = self.grid if grid is None else grid
-        fmt = _wire.for_dtype(_wire.resolve(wire), self.dtype)
+        fmt = _wire.for_dtype(_wire.resolve(wire), self._local.dtype)
         if fmt is not None:
             return self._redistribute_wire(layout, grid, method, fmt)
         key = (self.shape, self.layout, self.grid, layout, grid, method)
@@ -321,7 +323,7 @@ class DArray:
         if dtype is self._local.dtype and not copy:
             return self
         t = as_dtype(dtype)
-        if t == self.dtype:
+        if t == self._local.dtype:
             return self.copy() if copy else self
         return self._astype(t)
 
@@ -332,8 +334,8 @@ class DArray:
         # summands are reduced first: bool(1) + bool(1) is not bool(2).
         a = self
         if self.layout.partial and (t == torch.bool or (not (t.is_floating_point or t.is_complex)
-                                                        and (self.dtype.is_floating_point
-                                                             or self.dtype.is_complex))):
+                                                        and (self._local.is_floating_point()
+                                                             or self._local.is_complex()))):
             a = self.redistribute(self.layout.without_partial())
         return DArray(a._local.to(t), a.shape, a.layout, a.grid)
 
@@ -425,7 +427,7 @@ class DArray:
         flat = world.gatherv(mine.contiguous().cpu(), counts, root)
         if world.rank != root:
             return None
-        out = torch.empty(self.shape, dtype=self.dtype)
+        out = torch.empty(self.shape, dtype=self._local.dtype)
         off = 0
         for r, c in enumerate(counts):
             if c:
@@ -457,7 +459,7 @@ class DArray:
         out = None if t is None else t.to(torch.float32 if t.dtype == torch.bfloat16 else t.dtype).numpy()
         if out is not None:
             out.flags.writeable = False
-            assert out.dtype == to_numpy_dtype(self.dtype)
+            assert out.dtype == to_numpy_dtype(self._local.dtype)
         return out
 
     def to_scalapack(self) -> np.ndarray:

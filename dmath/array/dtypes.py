@@ -1,8 +1,112 @@
-"""The dtypes dmath arrays hold, and conversion from torch/numpy/str spellings."""
+"""The dtypes dmath arrays hold: one ``DType`` kind, and conversion from every spelling.
+
+``dmath.float64`` and friends (``float16``, ``bfloat16``, ``float32``, ``float64``,
+``int8``..``int64``, ``uint8``, ``bool``, ``complex64``, ``complex128``, and the array
+API's ``uint16``/``uint32``/``uint64``) are ``DType`` objects, and ``DArray.dtype`` is
+one. A DType wraps a torch dtype (``.torch``; ``DArray.torch_dtype`` is the same)
+and compares equal to itself, to numpy's dtype and scalar type of the same name,
+to the name, and to the torch dtype::
+
+    dmath.float64 == np.float64 == np.dtype("float64") == "float64" == torch.float64
+
+Its hash is the name's, so dict and set keys of DTypes and names mix. torch does
+not take a DType: pass ``A.torch_dtype`` (or ``dt.torch``) to torch calls.
+``np.dtype(dt)`` and numpy's ``dtype=`` take a DType (through its ``.dtype``,
+numpy's dtype). numpy has no bfloat16: ``np.dtype(dmath.bfloat16)`` raises
+TypeError (``A.to_numpy()`` of a bfloat16 array is float32, ``to_numpy_dtype``),
+and ``dmath.bfloat16`` equals no numpy dtype.
+A DType pickles as its name and unpickles as the same object.
+"""
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+
+class DType:
+    """One dmath dtype: a torch dtype with numpy-like ``name``/``kind``/``itemsize``."""
+    __slots__ = ("name", "torch", "_numpy")
+
+    def __init__(self, name: str, t: torch.dtype):
+        self.name, self.torch = name, t
+        self._numpy = None if name == "bfloat16" else np.dtype(name)   # exact numpy twin
+
+    # -- equality with every spelling ------------------------------------------------------
+    def __eq__(self, other):
+        if isinstance(other, DType):
+            return self is other or self.torch == other.torch
+        if isinstance(other, torch.dtype):
+            return self.torch == other
+        if isinstance(other, str):
+            return other == self.name or _BY_NAME.get(other) == self.torch
+        if isinstance(other, np.dtype) or (isinstance(other, type)
+                                           and issubclass(other, np.generic)):
+            try:
+                return self._numpy is not None and self._numpy == np.dtype(other)
+            except (TypeError, ValueError):
+                return False
+        return NotImplemented
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __repr__(self):
+        return f"dmath.{self.name}"
+
+    def __str__(self):
+        return self.name
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+    # -- numpy-like ------------------------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        """numpy's dtype (``np.dtype(dt)``, numpy's ``dtype=``); TypeError for bfloat16."""
+        if self._numpy is None:
+            raise TypeError("numpy has no bfloat16 (dmath.bfloat16 data reaches numpy as "
+                            "float32: use np.float32)")
+        return self._numpy
+
+    @property
+    def type(self) -> type:
+        """numpy's scalar type (TypeError for bfloat16)."""
+        return self.dtype.type
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element (bfloat16: 2)."""
+        return self.torch.itemsize
+
+    @property
+    def kind(self) -> str:
+        """numpy's kind letter: 'b', 'i', 'u', 'f', 'c'."""
+        return "f" if self._numpy is None else self._numpy.kind
+
+    # -- torch-like (so code reading a dtype's class keeps working) -------------------------
+    @property
+    def is_floating_point(self) -> bool:
+        return self.torch.is_floating_point
+
+    @property
+    def is_complex(self) -> bool:
+        return self.torch.is_complex
+
+    @property
+    def is_signed(self) -> bool:
+        return self.torch.is_signed
+
+
+_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+ALL: dict[str, DType] = {n: DType(n, getattr(torch, n)) for n in _NAMES}
+BY_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in ALL.values()}
+bool, int8, int16, int32, int64, uint8 = (ALL[n] for n in _NAMES[:6])  # noqa: A001
+float16, bfloat16, float32, float64, complex64, complex128 = (ALL[n] for n in _NAMES[9:])
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 SUPPORTED = FLOATS + (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool,
@@ -13,12 +117,16 @@ _BY_NAME.update({"half": torch.float16, "float": torch.float32, "double": torch.
                  "fp64": torch.float64})
 
 
+def _by_name(name: str) -> DType:
+    return ALL[name]
+
+
 def as_dtype(dtype) -> torch.dtype:
-    """torch dtype for ``dtype`` given as torch dtype, numpy dtype/type or name."""
-    if isinstance(dtype, torch.dtype):
-        t = dtype
-    elif isinstance(getattr(dtype, "torch", None), torch.dtype):   # dmath.float64 & co.
+    """torch dtype for ``dtype`` given as a DType, torch dtype, numpy dtype/type or name."""
+    if isinstance(dtype, DType):
         t = dtype.torch
+    elif isinstance(dtype, torch.dtype):
+        t = dtype
     elif isinstance(dtype, str) and dtype in _BY_NAME:
         t = _BY_NAME[dtype]
     else:
@@ -32,8 +140,16 @@ def as_dtype(dtype) -> torch.dtype:
     return t
 
 
-def to_numpy_dtype(t: torch.dtype) -> np.dtype:
-    """numpy dtype that holds ``t`` (bfloat16 widens to float32: numpy has none)."""
-    if t == torch.bfloat16:
-        return np.dtype(np.float32)
-    return torch.empty(0, dtype=t).numpy().dtype
+def of(dtype) -> DType:
+    """The DType of a torch dtype (or of anything ``as_dtype`` takes)."""
+    if isinstance(dtype, DType):
+        return dtype
+    d = BY_TORCH.get(dtype) if isinstance(dtype, torch.dtype) else None
+    return d if d is not None else BY_TORCH[as_dtype(dtype)]
+
+
+def to_numpy_dtype(t) -> np.dtype:
+    """numpy dtype that holds ``t`` (a torch dtype or DType; bfloat16 widens to float32:
+    numpy has none)."""
+    d = of(t)
+    return np.dtype(np.float32) if d.torch == torch.bfloat16 else d.dtype

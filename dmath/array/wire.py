@@ -261,6 +261,7 @@ def as_format(w) -> Format | None:
             return Int8Block()
         if w in _NAMES:
             w = _NAMES[w]
+    w = getattr(w, "torch", w)                 # a dmath DType: its torch dtype
     if w in (torch.bfloat16, torch.float16):
         return Cast(w)
     raise ValueError(f"unknown wire format {w!r}: use None, dmath.bfloat16, dmath.float16, "
@@ -344,6 +345,7 @@ def resolve(wire=AUTO) -> Format | None:
 def for_dtype(fmt: Format | None, dtype: torch.dtype) -> Format | None:
     """``fmt`` when it compresses ``dtype`` data, else None (integers, and data already
     as narrow as the wire, travel as they are)."""
+    dtype = getattr(dtype, "torch", dtype)     # a dmath DType: its torch dtype
     return fmt if fmt is not None and fmt.applies(dtype) else None
 
 

@@ -1,10 +1,10 @@
 """The array API's dtype objects and data-type functions.
 
-``dmath.float64`` and friends are ``DType`` objects: each names a torch dtype
-(what a DArray's ``dtype`` is) and compares equal to it, to numpy's dtype and
-scalar type of the same name and to the name itself (``dmath.float64 ==
-np.float64 == torch.float64 == "float64"``); its hash is the torch dtype's, so
-a DArray's ``dtype`` finds the entry of a dict keyed on these objects.
+``dmath.float64`` and friends are the ``DType`` objects of ``dmath.array.dtypes``
+(what a DArray's ``dtype`` is; the same objects as ``dmath.float64``): each wraps
+a torch dtype and compares equal to it, to numpy's dtype and scalar type of the
+same name and to the name itself (``dmath.float64 == np.float64 ==
+torch.float64 == "float64"``); its hash is the name's.
 uint16/uint32/uint64 exist as objects (the standard names them), but torch has
 almost no kernels for them: making an array of one raises TypeError.
 Promotion follows the standard's table (numpy 2's for the dtypes it covers).
@@ -17,67 +17,21 @@ import numpy as np
 import torch
 
 from ..array import DArray
+from ..array import dtypes as _dt
+from ..array.dtypes import DType
 
 __all__ = ["DType", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
            "uint64", "float32", "float64", "complex64", "complex128", "as_torch",
            "astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]
 
 
-class DType:
-    """One dtype of the standard: compares equal to its torch and numpy spellings."""
-    __slots__ = ("name", "torch", "numpy")
-
-    def __init__(self, name: str, t: torch.dtype):
-        self.name, self.torch, self.numpy = name, t, np.dtype(name)
-
-    def __eq__(self, other):
-        if isinstance(other, DType):
-            return self.torch == other.torch
-        if isinstance(other, torch.dtype):
-            return self.torch == other
-        if isinstance(other, (str, np.dtype)) or (isinstance(other, type)
-                                                  and issubclass(other, np.generic)):
-            try:
-                return self.numpy == np.dtype(other)
-            except (TypeError, ValueError, SyntaxError):
-                return False
-        return NotImplemented
-
-    def __ne__(self, other):
-        r = self.__eq__(other)
-        return r if r is NotImplemented else not r
-
-    def __hash__(self):
-        return hash(self.torch)
-
-    def __repr__(self):
-        return f"dmath.{self.name}"
-
-    __str__ = lambda self: self.name  # noqa: E731
-
-    @property
-    def dtype(self) -> np.dtype:
-        """numpy's dtype (so ``np.dtype(dmath.float64)`` and numpy's ``dtype=`` take it)."""
-        return self.numpy
-
-    @property
-    def itemsize(self) -> int:
-        return self.numpy.itemsize
-
-    @property
-    def kind(self) -> str:
-        return self.numpy.kind
-
-
-_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-          "float32", "float64", "complex64", "complex128")
-_ALL = {n: DType(n, getattr(torch, n)) for n in _NAMES}
+_ALL = _dt.ALL
 bool = _ALL["bool"]  # noqa: A001
 int8, int16, int32, int64 = (_ALL[n] for n in ("int8", "int16", "int32", "int64"))
 uint8, uint16, uint32, uint64 = (_ALL[n] for n in ("uint8", "uint16", "uint32", "uint64"))
 float32, float64, complex64, complex128 = (_ALL[n] for n in ("float32", "float64", "complex64",
                                                              "complex128"))
-_BY_TORCH = {d.torch: d for d in _ALL.values()}
+_BY_TORCH = _dt.BY_TORCH
 _NO_KERNELS = (torch.uint16, torch.uint32, torch.uint64)
 
 
@@ -101,7 +55,7 @@ def of(t) -> DType:
 
 def _dtype_of(x) -> torch.dtype:
     if isinstance(x, DArray):
-        return x.dtype
+        return x.torch_dtype
     return as_torch(x)
 
 
@@ -212,7 +166,7 @@ class iinfo_object:
 
 def _raw(type_) -> torch.dtype:
     if isinstance(type_, DArray):
-        return type_.dtype
+        return type_.torch_dtype
     if isinstance(type_, DType):
         return type_.torch
     from ..array import as_dtype
