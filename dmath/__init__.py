@@ -111,3 +111,12 @@ def where(cond, x=None, y=None):
 from .ops import numpy_protocol as _numpy_protocol  # noqa: E402
 _numpy_protocol.set_namespace(_sys.modules[__name__])   # np.sum(A) finds dmath.sum: a hook
                                                         # from the top, no import running up
+
+
+def result_type(*operands):  # noqa: F811 - the public one answers a DType
+    """numpy's ``result_type`` of DArrays and scalars as a dmath DType
+    (``dmath.ops.ufuncs.result_type`` answers the torch dtype)."""
+    return _of_dtype(_ops.ufuncs.result_type(*operands))
+
+
+from .array.dtypes import of as _of_dtype  # noqa: E402

@@ -477,7 +477,7 @@ class DArray:
             raise ValueError(f"to_scalapack needs a 2-D block-cyclic layout (dmath.block_cyclic) "
                              f"on a 2-D grid; this array is {self.layout} of {self.shape} on "
                              f"{self.grid!r}")
-        if self.dtype == torch.bfloat16:
+        if self.torch_dtype == torch.bfloat16:
             raise TypeError("to_scalapack: numpy and ScaLAPACK have no bfloat16; astype first")
         return np.array(self._local.cpu().numpy(), order="F", copy=True)
 

@@ -87,7 +87,7 @@ def fetch_block(a, index: list | None = None, root: int | None = None) -> torch.
     shape, layout, grid = a.shape, a.layout, a.grid
     index = [np.arange(n) for n in shape] if index is None else [np.asarray(i) for i in index]
     out_shape = tuple(len(i) for i in index)
-    dtype = a.dtype
+    dtype = a.torch_dtype
     if not layout.partial and not layout.used_axes:      # every rank holds it all
         t = a.local
         for d, i in enumerate(index):

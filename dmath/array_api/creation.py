@@ -84,7 +84,7 @@ def empty(shape, *, dtype=None, device=None) -> DArray:
 
 def full_like(x: DArray, /, fill_value, *, dtype=None, device=None) -> DArray:
     check_device(device, x)
-    t = x.dtype if dtype is None else dt.as_torch(dtype)
+    t = x.torch_dtype if dtype is None else dt.as_torch(dtype)
     _fits(fill_value, t)
     if t == torch.bool:
         fill_value = builtins.bool(fill_value)
@@ -193,8 +193,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> DAr
     (client-server), and it is laid out in the default layout."""
     check_device(device)
     if isinstance(obj, DArray):
-        t = obj.dtype if dtype is None else dt.as_torch(dtype)
-        if t != obj.dtype:
+        t = obj.torch_dtype if dtype is None else dt.as_torch(dtype)
+        if t != obj.torch_dtype:
             if copy is False:
                 raise ValueError("asarray: copy=False but a cast to "
                                  f"{t} needs a copy")

@@ -47,7 +47,7 @@ def _norm_axis(axis, ndim):
 def _acc_dtype(x: DArray, dtype):
     if dtype is not None:
         return dt.as_torch(dtype)
-    t = x.dtype
+    t = x.torch_dtype
     if t == torch.bool or (not t.is_floating_point and not t.is_complex):
         return torch.int64        # the default integer (uint64, the default unsigned, has no kernels)
     return t
@@ -83,22 +83,22 @@ def min(x: DArray, /, *, axis=None, keepdims: bool = False) -> DArray:  # noqa: 
 def mean(x: DArray, /, *, axis=None, keepdims: bool = False) -> DArray:
     _check(x, "mean")
     r = ops.mean(x, _norm_axis(axis, x.ndim), keepdims)
-    return r if r.dtype == x.dtype or not (x.dtype.is_floating_point or x.dtype.is_complex) \
-        else r.astype(x.dtype, copy=False)
+    return r if r.torch_dtype == x.torch_dtype or not (x.torch_dtype.is_floating_point or x.torch_dtype.is_complex) \
+        else r.astype(x.torch_dtype, copy=False)
 
 
 @command
 def var(x: DArray, /, *, axis=None, correction=0.0, keepdims: bool = False) -> DArray:
     _check(x, "var")
     r = ops.var(x, _norm_axis(axis, x.ndim), correction, keepdims)
-    return r if r.dtype == x.dtype else r.astype(x.dtype, copy=False)
+    return r if r.torch_dtype == x.torch_dtype else r.astype(x.torch_dtype, copy=False)
 
 
 @command
 def std(x: DArray, /, *, axis=None, correction=0.0, keepdims: bool = False) -> DArray:
     _check(x, "std")
     r = ops.std(x, _norm_axis(axis, x.ndim), correction, keepdims)
-    return r if r.dtype == x.dtype else r.astype(x.dtype, copy=False)
+    return r if r.torch_dtype == x.torch_dtype else r.astype(x.torch_dtype, copy=False)
 
 
 def _cumulative(op, name):
@@ -187,7 +187,7 @@ def searchsorted(x1: DArray, x2, /, *, side: str = "left", sorter=None) -> DArra
     if x1.ndim != 1:
         raise ValueError("searchsorted: x1 must be 1-D")
     if not isinstance(x2, DArray):
-        x2 = ops.full((), x2, dtype=x1.dtype, grid=x1.grid)
+        x2 = ops.full((), x2, dtype=x1.torch_dtype, grid=x1.grid)
     return ops.searchsorted(x1, x2, side=side, sorter=sorter)
 
 
@@ -242,7 +242,7 @@ def _unique_whole(t, counts=False, index=False, inverse=False):
 
 def _unique(x: DArray, index=False, inverse=False, counts=False) -> list:
     _check(x, "unique")
-    if x.dtype.is_complex:
+    if x.torch_dtype.is_complex:
         return list(on_whole(lambda t: _unique_whole(t, counts, index, inverse), x))
     out = ops.unique(x.reshape(1) if x.ndim == 0 else x, return_index=index,
                      return_inverse=inverse, return_counts=counts, equal_nan=False)
@@ -297,7 +297,7 @@ def broadcast_arrays(*arrays: DArray) -> list:
 @command
 def concat(arrays, /, *, axis: int | None = 0) -> DArray:
     arrays = list(arrays)
-    if builtins.len({a.dtype for a in arrays}) > 1:
+    if builtins.len({a.torch_dtype for a in arrays}) > 1:
         t = dt.result_type(*arrays).torch
         arrays = [a.astype(t, copy=False) for a in arrays]
     return ops.concatenate(arrays, axis)
@@ -306,7 +306,7 @@ def concat(arrays, /, *, axis: int | None = 0) -> DArray:
 @command
 def stack(arrays, /, *, axis: int = 0) -> DArray:
     arrays = list(arrays)
-    if builtins.len({a.dtype for a in arrays}) > 1:
+    if builtins.len({a.torch_dtype for a in arrays}) > 1:
         t = dt.result_type(*arrays).torch
         arrays = [a.astype(t, copy=False) for a in arrays]
     return ops.stack(arrays, axis)

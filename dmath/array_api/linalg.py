@@ -38,7 +38,7 @@ SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 def _float(x: DArray, name: str) -> None:
     if not isinstance(x, DArray):
         raise TypeError(f"linalg.{name}: expected a DArray, got {type(x).__name__}")
-    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+    if not (x.torch_dtype.is_floating_point or x.torch_dtype.is_complex):
         raise TypeError(f"linalg.{name}: needs a floating dtype, got {x.dtype}")
 
 
@@ -51,8 +51,8 @@ def _square(x: DArray, name: str) -> None:
 def _one_real(x: DArray, *others: DArray) -> bool:
     """Whether dmath.linalg's distributed routines take these operands: one non-empty
     real float32/float64 matrix (and others of its dtype)."""
-    return x.ndim == 2 and x.size > 0 and x.dtype in (torch.float32, torch.float64) and \
-        builtins.all(y.dtype == x.dtype for y in others)
+    return x.ndim == 2 and x.size > 0 and x.torch_dtype in (torch.float32, torch.float64) and \
+        builtins.all(y.torch_dtype == x.torch_dtype for y in others)
 
 
 def _dl():
@@ -62,7 +62,7 @@ def _dl():
 
 def _scalar(v, x: DArray) -> DArray:
     """A Python number as a 0-d array of x's dtype in the default layout."""
-    return wrap(torch.tensor(v, dtype=x.dtype, device=x.device), x.grid)
+    return wrap(torch.tensor(v, dtype=x.torch_dtype, device=x.device), x.grid)
 
 
 @command
@@ -142,7 +142,7 @@ def matrix_norm(x: DArray, /, *, keepdims: bool = False, ord="fro") -> DArray:
     _float(x, "matrix_norm")
     if _one_real(x):
         r = _dl().matrix_norm(x, ord, keepdims)
-        return r.astype(x.dtype, copy=False)
+        return r.astype(x.torch_dtype, copy=False)
     return on_whole(lambda t: torch.linalg.matrix_norm(t, ord=ord, keepdim=keepdims), x)
 
 
@@ -152,10 +152,10 @@ def matrix_power(x: DArray, n: int, /) -> DArray:
     n = 0: the identity of each matrix."""
     _square(x, "matrix_power")
     n = int(n)
-    if x.dtype.is_complex:
+    if x.torch_dtype.is_complex:
         return on_whole(lambda t: torch.linalg.matrix_power(t, n), x)
     if n == 0:
-        return ops.broadcast_to(ops.eye(x.shape[-1], dtype=x.dtype, grid=x.grid), x.shape)
+        return ops.broadcast_to(ops.eye(x.shape[-1], dtype=x.torch_dtype, grid=x.grid), x.shape)
     base = inv(x) if n < 0 else x
     out, n = None, abs(n)
     while n:
@@ -262,7 +262,7 @@ def trace(x: DArray, /, *, offset: int = 0, dtype=None) -> DArray:
     if x.ndim < 2:
         raise ValueError("linalg.trace: needs (..., M, N)")
     t = None if dtype is None else dt.as_torch(dtype)
-    if t is None and not (x.dtype.is_floating_point or x.dtype.is_complex):
+    if t is None and not (x.torch_dtype.is_floating_point or x.torch_dtype.is_complex):
         t = torch.int64
     r = ops.trace(x, offset, -2, -1, dtype=t)
     return r if t is None else r.astype(t, copy=False)
@@ -274,8 +274,8 @@ def vector_norm(x: DArray, /, *, axis=None, keepdims: bool = False, ord=2) -> DA
     local reduction and an all-reduce (ord 0: a count; +-inf: max / min; p:
     sum(|x|^p)^(1/p))."""
     _float(x, "vector_norm")
-    rt = x.dtype if not x.dtype.is_complex else \
-        (torch.float64 if x.dtype == torch.complex128 else torch.float32)
+    rt = x.torch_dtype if not x.torch_dtype.is_complex else \
+        (torch.float64 if x.torch_dtype == torch.complex128 else torch.float32)
     if x.size == 0:
         return on_whole(lambda t: torch.linalg.vector_norm(t, ord=ord, dim=axis,
                                                            keepdim=keepdims).to(rt), x)

@@ -81,7 +81,7 @@ def _bool_scalar(key):
     """The value of a key that is one boolean scalar (Python bool or 0-d bool DArray)."""
     if isinstance(key, bool):
         return key
-    if isinstance(key, DArray) and key.ndim == 0 and key.dtype == torch.bool:
+    if isinstance(key, DArray) and key.ndim == 0 and key.torch_dtype == torch.bool:
         return bool(key.item())
     return None
 

@@ -82,7 +82,7 @@ def round(x: DArray, /) -> DArray:  # noqa: A001
 @command
 def real(x: DArray, /) -> DArray:
     """Real part (a real dtype; of a real array: a copy)."""
-    if x.dtype.is_complex:
+    if x.torch_dtype.is_complex:
         return ops.map_local(lambda t: torch.real(t).clone(), x, name="real", linear=True)
     return x.copy()
 
@@ -90,7 +90,7 @@ def real(x: DArray, /) -> DArray:
 @command
 def imag(x: DArray, /) -> DArray:
     """Imaginary part (zeros for a real array)."""
-    if x.dtype.is_complex:
+    if x.torch_dtype.is_complex:
         return ops.map_local(lambda t: torch.imag(t).clone(), x, name="imag", linear=True)
     return ops.map_local(torch.zeros_like, x, name="imag", linear=True)
 
@@ -101,7 +101,7 @@ def clip(x: DArray, /, min=None, max=None) -> DArray:  # noqa: A002
     the result has x's dtype."""
     if min is None and max is None:
         return x.copy()
-    t = x.dtype
+    t = x.torch_dtype
 
     def fn(a, lo, hi):
         if lo is not None:

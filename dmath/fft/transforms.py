@@ -67,7 +67,7 @@ def _prepare(a: DArray) -> DArray:
     """Partial sums reduced; dtypes torch.fft accepts (module docstring)."""
     if a.layout.partial:
         a = a.redistribute(a.layout.without_partial())
-    t = a.dtype
+    t = a.torch_dtype
     if t in (torch.float16, torch.bfloat16):
         return a.astype(torch.float32)
     if t == torch.complex32:
@@ -141,7 +141,7 @@ def _twiddle(x: DArray, n: int, sign: float) -> DArray:
     k1 = torch.from_numpy(g[0]).to(dev).view(-1, 1)
     j2 = torch.from_numpy(g[1]).to(dev).view(1, -1)
     ang = (k1 * j2 % n).to(torch.float64) * (sign * 2 * math.pi / n)
-    w = torch.polar(torch.ones_like(ang), ang).to(x.dtype)
+    w = torch.polar(torch.ones_like(ang), ang).to(x.torch_dtype)
     return DArray(x.local * w, x.shape, x.layout, x.grid)
 
 
@@ -158,8 +158,8 @@ def _four_step(x: DArray, step: Step, norm: str) -> DArray:
     from ..ops.shape import reshape, transpose
     n = x.shape[0]
     n1, n2 = _split(n)
-    A = reshape(x if x.dtype.is_complex else x.astype(
-        torch.complex128 if x.dtype == torch.float64 else torch.complex64), (n1, n2))
+    A = reshape(x if x.torch_dtype.is_complex else x.astype(
+        torch.complex128 if x.torch_dtype == torch.float64 else torch.complex64), (n1, n2))
     B = _execute(A, [Step(step.op, 0)], norm)                    # B[k1, j2]
     B = _twiddle(B, n, -1.0 if step.op == "fft" else 1.0)
     Cm = _execute(B, [Step(step.op, 1)], norm)                   # C[k1, k2]

@@ -150,7 +150,7 @@ def save(path: str | os.PathLike, obj: Any, *, overwrite: bool = False,
         full = value.layout.without_partial()          # partial sums are reduced on the way
         lay, chunks = file_layout(value.shape, full, value.grid, value.local.element_size())
         meta = {"format": FORMAT, "kind": "darray", "shape": list(value.shape),
-                "dtype": dtype_name(value.dtype), "layout": layout_json(full),
+                "dtype": dtype_name(value.torch_dtype), "layout": layout_json(full),
                 "grid": {"shape": list(value.grid.shape), "names": list(value.grid.names)}}
         arrays.append((node, meta, chunks))
         todo.append((node, value, lay))

@@ -38,12 +38,12 @@ def compute_dtype(a, what: str) -> torch.dtype:
         raise TypeError(f"{what}: expected a dmath.DArray, got {type(a).__name__}")
     if a.ndim != 2:
         raise ValueError(f"{what}: expected a 2-D matrix, got shape {a.shape}")
-    if a.dtype in (torch.float16, torch.bfloat16):
+    if a.torch_dtype in (torch.float16, torch.bfloat16):
         return torch.float32
-    if a.dtype.is_complex:
+    if a.torch_dtype.is_complex:
         raise TypeError(f"{what}: complex matrices are not supported (got {a.dtype})")
     check_matrix(a, what)
-    return a.dtype
+    return a.torch_dtype
 
 
 def all_finite(t: torch.Tensor) -> bool:
@@ -82,7 +82,7 @@ def _select(w: np.ndarray, by_index, by_value) -> tuple[int, int]:
 def symmetric_bc(a: DArray, dtype: torch.dtype, lower: bool, nb: int) -> BC:
     """a as a fresh block-cyclic(nb) matrix in ``dtype``, both triangles taken from the
     one ``lower`` names (a + a^T off that triangle: one transposing redistribution)."""
-    M = to_bc(a if a.dtype == dtype else a.astype(dtype), nb)
+    M = to_bc(a if a.torch_dtype == dtype else a.astype(dtype), nb)
     gr, gc = M.masks()
     tri = (gr >= gc) if lower else (gr <= gc)
     M.keep(M.a, tri)

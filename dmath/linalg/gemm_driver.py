@@ -181,7 +181,7 @@ def _problem_of(A, B, out_layout, out_dtype, wire=None) -> cost.Problem:
     if A.grid != B.grid:
         raise ValueError(f"matmul: A is on {A.grid!r} but B is on {B.grid!r}; "
                          "redistribute one onto the other's grid first")
-    return _problem(sa, la, A.dtype, sb, lb, B.dtype, A.grid, va, vb, out_layout,
+    return _problem(sa, la, A.torch_dtype, sb, lb, B.torch_dtype, A.grid, va, vb, out_layout,
                     None if out_dtype is None else as_dtype(out_dtype), wire)
 
 
@@ -366,15 +366,15 @@ def gemm(*args, alpha: float | None = None, A: DArray | None = None, B: DArray |
     if not (opA.grid == opB.grid == C.grid):
         raise ValueError("gemm: A, B and C must live on the same grid")
     _check_algorithm(algorithm)
-    result_dtype(opA.dtype, opB.dtype, C.dtype)
+    result_dtype(opA.torch_dtype, opB.torch_dtype, C.torch_dtype)
     if _one_local_gemm(C.grid, algorithm) and not C.layout.partial:
         # one rank: alpha and beta go into the local GEMM (C's memory may be shared
         # with other arrays, so the update lands in a copy that becomes C's piece)
-        prob, A2, B2, _ = problem(opA, opB, C.layout, C.dtype)
+        prob, A2, B2, _ = problem(opA, opB, C.layout, C.torch_dtype)
         out = C.local.clone(memory_format=torch.contiguous_format) if beta != 0 else None
-        C.set_local(local_gemm(A2.local, B2.local, out, alpha=alpha, beta=beta, dtype=C.dtype))
+        C.set_local(local_gemm(A2.local, B2.local, out, alpha=alpha, beta=beta, dtype=C.torch_dtype))
         return C
-    T = matmul_2d(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.dtype, wire=wire)
+    T = matmul_2d(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.torch_dtype, wire=wire)
     new = torch.mul(T.local, alpha)                  # T may be a shared (cached) copy
     if beta != 0:
         new = new.add_(C.local, alpha=beta)

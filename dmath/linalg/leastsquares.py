@@ -47,8 +47,8 @@ def lstsq(a: DArray, b: DArray, rcond: float | None = None, *, nb: int | None = 
         raise ValueError(f"lstsq: b of shape {getattr(b, 'shape', None)} does not match a of "
                          f"shape {getattr(a, 'shape', None)} (need b.shape[0] == a.shape[0])")
     dt = torch.promote_types(compute_dtype(a, "lstsq"), compute_dtype_vec(b))
-    a = a if a.dtype == dt else a.astype(dt)
-    b = b if b.dtype == dt else b.astype(dt)
+    a = a if a.torch_dtype == dt else a.astype(dt)
+    b = b if b.torch_dtype == dt else b.astype(dt)
     m, n = a.shape
     K = min(m, n)
     rcond = float(torch.finfo(dt).eps) * max(m, n) if rcond is None or rcond < 0 else rcond
@@ -87,11 +87,11 @@ def lstsq(a: DArray, b: DArray, rcond: float | None = None, *, nb: int | None = 
 
 
 def compute_dtype_vec(b: DArray) -> torch.dtype:
-    if b.dtype in (torch.float16, torch.bfloat16):
+    if b.torch_dtype in (torch.float16, torch.bfloat16):
         return torch.float32
-    if not b.dtype.is_floating_point:
+    if not b.torch_dtype.is_floating_point:
         return torch.float64
-    return b.dtype
+    return b.torch_dtype
 
 
 def _fit(layout: Layout, ndim: int) -> Layout:

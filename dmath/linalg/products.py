@@ -84,7 +84,7 @@ def _batched(A: DArray, B: DArray, out_layout, out_dtype) -> DArray:
                          f"({A.shape} @ {B.shape})") from None
     if A.grid != B.grid:
         raise ValueError(f"matmul: A is on {A.grid!r} but B is on {B.grid!r}")
-    out = result_dtype(A.dtype, B.dtype, out_dtype)
+    out = result_dtype(A.torch_dtype, B.torch_dtype, out_dtype)
     blay = _batch_layout(batch, [(A, len(ba)), (B, len(bb))], A.grid)
 
     def aligned(x: DArray, nb: int, core: int) -> torch.Tensor:
@@ -199,7 +199,7 @@ def tensordot(a: DArray, b: DArray, axes=2) -> DArray:
     fa = [i for i in range(a.ndim) if i not in xa]
     fb = [j for j in range(b.ndim) if j not in xb]
     shape = tuple(a.shape[i] for i in fa) + tuple(b.shape[j] for j in fb)
-    out = result_dtype(a.dtype, b.dtype)
+    out = result_dtype(a.torch_dtype, b.torch_dtype)
     if a.size == 0 or b.size == 0:
         return zeros(shape, dtype=out, grid=a.grid)
     g0, g1 = _groups(a.grid)
@@ -227,7 +227,7 @@ def _inner_plan(a: DArray, b: DArray):
     ``dot`` of two 1-D float arrays of one dtype, neither partial: one local dot and
     one all-reduce of a scalar. False: the general path (GEMM) instead."""
     if a.shape != b.shape or a.grid != b.grid or a.layout.partial or b.layout.partial \
-            or a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float64):
+            or a.torch_dtype != b.torch_dtype or a.torch_dtype not in (torch.float32, torch.float64):
         return False
     axes = a.layout.dims[0].axes
     layout = Layout(a.layout.dims[0])
@@ -294,7 +294,7 @@ def vdot(a: DArray, b: DArray) -> DArray:
             raise NotImplementedError(f"vdot of shapes {a.shape} and {b.shape} needs "
                                       "DArray.reshape")
         a, b = a.reshape(-1), b.reshape(-1)
-    if a.dtype.is_complex:
+    if a.torch_dtype.is_complex:
         a = DArray(a.local.conj().resolve_conj(), a.shape, a.layout, a.grid)
     return reductions.sum(multiply(a, b))
 

@@ -76,7 +76,7 @@ def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
     src = a.T if flip else a
     g = grid2(a.grid)
     nb = block_size(a, nb)
-    M = to_bc(src if src.dtype == dtype else src.astype(dtype), nb, g)
+    M = to_bc(src if src.torch_dtype == dtype else src.astype(dtype), nb, g)
     mm, nn = M.m, M.n                                       # mm >= nn = K
     if not uv:                                              # two-stage: to a band, then LAPACK
         S = lapacke.band_svdvals(g.world.bcast_obj(band.general(M, band.width(nb)), 0))

@@ -25,8 +25,8 @@ def _values(a: DArray, what: str) -> np.ndarray:
 
 
 def _eps(a: DArray) -> float:
-    return float(torch.finfo(torch.float32 if a.dtype in (torch.float16, torch.bfloat16)
-                             else a.dtype).eps)
+    return float(torch.finfo(torch.float32 if a.torch_dtype in (torch.float16, torch.bfloat16)
+                             else a.torch_dtype).eps)
 
 
 @command(sync=True)
@@ -69,7 +69,7 @@ def matrix_norm(a: DArray, ord="fro", keepdims: bool = False) -> DArray:
         return norm(a, ord=ord, axis=(0, 1), keepdims=keepdims)
     s = _values(a, "matrix_norm")
     v = 0.0 if not len(s) else (s[0] if ord == 2 else s[-1] if ord == -2 else s.sum())
-    dt = torch.float32 if a.dtype in (torch.float16, torch.bfloat16) else a.dtype
+    dt = torch.float32 if a.torch_dtype in (torch.float16, torch.bfloat16) else a.torch_dtype
     shape = (1, 1) if keepdims else ()
     t = torch.full(shape, float(v), dtype=dt, device=a.local.device)
     return DArray(t, shape, Layout(*([None] * len(shape))), a.grid)
@@ -98,6 +98,6 @@ def pinv(a: DArray, rtol: float | None = None, hermitian: bool = False) -> DArra
     s = S.local.double().cpu().numpy()
     cut = (s[0] if len(s) else 0.0) * (max(m, n) * _eps(a) if rtol is None else rtol)
     inv_s = np.where(s > cut, 1.0 / np.where(s > cut, s, 1.0), 0.0)
-    Si = DArray(torch.from_numpy(inv_s).to(dtype=S.dtype, device=S.local.device), S.shape,
+    Si = DArray(torch.from_numpy(inv_s).to(dtype=S.torch_dtype, device=S.local.device), S.shape,
                 S.layout, S.grid)
     return matmul(Vh.T * Si, U.T).redistribute(a.layout.without_partial(), a.grid)

@@ -90,7 +90,7 @@ def solve_triangular(a: DArray, b: DArray, *, lower: bool = False, trans: int | 
         raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', not {trans!r}")
     if t:
         at = a.T
-        if t == 2 and a.dtype.is_complex:
+        if t == 2 and a.torch_dtype.is_complex:
             at = DArray(at.local.conj().resolve_conj(), at.shape, at.layout, at.grid)
         a, lower = at, not lower
     if one_rank(a):
@@ -131,7 +131,7 @@ def trsm(a: DArray, b: DArray, *, side: str = "left", lower: bool = False, trans
     t = {0: 1, "N": 1, 1: 0, "T": 0, 2: 0, "C": 0}.get(trans)
     if t is None:
         raise ValueError(f"trsm: trans must be 0, 1, 2, 'N', 'T' or 'C', not {trans!r}")
-    if trans in (2, "C") and a.dtype.is_complex:
+    if trans in (2, "C") and a.torch_dtype.is_complex:
         raise NotImplementedError("trsm: side='right' with trans='C' on complex matrices")
     xt = solve_triangular(a, b.T, lower=lower, trans=t, unit_diagonal=unit_diagonal, check=False,
                           nb=nb)

@@ -87,8 +87,8 @@ _MATVEC = PlanCache("matrix-vector product")
 def _plan(A: DArray, v: DArray):
     """A ``MatVec`` when ``A @ v`` is one gather and one local GEMV, else False."""
     from .gemm_driver import _product
-    if A.grid != v.grid or A.layout.partial or v.layout.partial or A.dtype != v.dtype \
-            or A.dtype not in _FLOATS or A.shape[1] != v.shape[0]:
+    if A.grid != v.grid or A.layout.partial or v.layout.partial or A.torch_dtype != v.torch_dtype \
+            or A.torch_dtype not in _FLOATS or A.shape[1] != v.shape[0]:
         return False
     if A.layout.dims[1].axes:                 # A's columns sharded: summands, reduced
         return False

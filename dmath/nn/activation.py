@@ -43,7 +43,7 @@ def relu_forward(x: DArray) -> tuple[DArray, DArray]:
 @command
 def relu_backward(dy: DArray, ctx: DArray) -> DArray:
     """dx = dy where y > 0 (torch's ``threshold_backward``)."""
-    g = to_layout(dy, ctx.layout).local.to(ctx.dtype)
+    g = to_layout(dy, ctx.layout).local.to(ctx.torch_dtype)
     return _like(ctx, _aten.threshold_backward(g, ctx.local, 0))
 
 
@@ -63,7 +63,7 @@ def gelu_forward(x: DArray, approximate: str = "none") -> tuple[DArray, GeluCtx]
 
 @command
 def gelu_backward(dy: DArray, ctx: GeluCtx) -> DArray:
-    g = to_layout(dy, ctx.x.layout).local.to(ctx.x.dtype)
+    g = to_layout(dy, ctx.x.layout).local.to(ctx.x.torch_dtype)
     return _like(ctx.x, _aten.gelu_backward(g, ctx.x.local, approximate=ctx.approximate))
 
 
@@ -129,7 +129,7 @@ def dropout_forward(x: DArray, p: float = 0.5, *, seed: int | None = None,
     x = full_sum(x)
     if not training or p == 0.0:
         return x, DropoutCtx(x.layout, None)
-    mask = dropout_mask(x.shape, x.layout, x.grid, p, seed, x.dtype)
+    mask = dropout_mask(x.shape, x.layout, x.grid, p, seed, x.torch_dtype)
     return _like(x, x.local * mask), DropoutCtx(x.layout, mask)
 
 

@@ -174,7 +174,7 @@ def conv2d_forward(x: DArray, w: DArray, b: DArray | None = None, stride=1, padd
     same_grid("conv2d", x, w, b)
     grid = x.grid
     key = tuple(v if isinstance(v, int) else tuple(v) for v in (stride, padding, dilation))
-    pl = _plan(x.shape, w.shape, *key, groups, layout, grid, x.dtype.itemsize, memory_bytes)
+    pl = _plan(x.shape, w.shape, *key, groups, layout, grid, x.torch_dtype.itemsize, memory_bytes)
     xr = to_layout(x, pl.x_layout)                     # x[batch, R, height, width]
     wr = to_layout(w, pl.w_layout)                     # w[channels]
     br = None if b is None else to_layout(b, pl.b_layout)

@@ -181,10 +181,10 @@ class GradReducer:
             self._results[index] = g
             return index
         scatter = self.mode == "reduce_scatter" and g.ndim > 0 and not g.layout.dims[0].axes
-        key = (g.grid, g.layout.partial, g.dtype, g.device, scatter)
+        key = (g.grid, g.layout.partial, g.torch_dtype, g.device, scatter)
         b = self._open.get(key)
         if b is None:
-            b = self._open[key] = _Bucket(g.grid, g.layout.partial, g.dtype, scatter)
+            b = self._open[key] = _Bucket(g.grid, g.layout.partial, g.torch_dtype, scatter)
         b.items.append((index, g))
         b.nbytes += g.local.numel() * g.local.element_size()
         if b.nbytes >= self.bucket_bytes:

@@ -78,7 +78,7 @@ def product(a: DArray, b: DArray) -> DArray:
     the layer table's "local" entries and data-parallel dw) it is that one local
     GEMM, with no traffic, whether plans are cached or not."""
     a, b = full_sum(a), full_sum(b)
-    key = (a.shape, a.layout, a.dtype, b.shape, b.layout, b.dtype, a.grid)
+    key = (a.shape, a.layout, a.torch_dtype, b.shape, b.layout, b.torch_dtype, a.grid)
     plan = _LOCAL.get(key)
     if plan is None:
         plan = _LOCAL.put(key, _local_plan(a, b) or False)
@@ -99,9 +99,9 @@ def _local_plan(a: DArray, b: DArray) -> tuple | None:
     disjoint grid axes, no partial operand, one floating dtype. None otherwise (the
     general path). The summands of a partial result are formed in the accumulation
     dtype and cast, as ``linalg``'s replicate algorithm forms them."""
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or a.dtype != b.dtype \
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or a.torch_dtype != b.torch_dtype \
             or a.grid != b.grid or a.layout.partial or b.layout.partial \
-            or a.dtype not in FLOATS:
+            or a.torch_dtype not in FLOATS:
         return None
     ka, kb = a.layout.dims[1], b.layout.dims[0]
     if ka != kb and (live_axes(a.grid, ka.axes) or live_axes(a.grid, kb.axes)):
@@ -109,7 +109,7 @@ def _local_plan(a: DArray, b: DArray) -> tuple | None:
     lay = product_layout(a, b)
     if lay.dims[0] != a.layout.dims[0] or lay.dims[1] != b.layout.dims[1]:
         return None                   # the product would move m or n: the general path
-    out = result_dtype(a.dtype, b.dtype)
+    out = result_dtype(a.torch_dtype, b.torch_dtype)
     return lay, acc_dtype(out) if lay.partial else out, out
 
 

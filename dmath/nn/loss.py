@@ -113,7 +113,7 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
     t = to_layout(target, rows).local
     if t.dtype != torch.int64:
         t = t.to(torch.int64)
-    x, acc = logits.local, _acc(logits.dtype)
+    x, acc = logits.local, _acc(logits.torch_dtype)
     if x.dtype != acc:
         x = x.to(acc)
     comm = None
@@ -128,7 +128,7 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
                      resolved(rows, grid, 1), grid)
         loss, rctx = reduce_loss_forward(per, reduction)
         return loss, CrossEntropyCtx(logits.layout, logits.shape, grid, None, hit, rctx,
-                                     logits.dtype, lsm)
+                                     logits.torch_dtype, lsm)
     m = x.amax(1) if x.shape[1] else x.new_full((x.shape[0],), float("-inf"))
     if comm is not None:
         m = comm.allreduce(m, "max")
@@ -140,7 +140,7 @@ def softmax_cross_entropy_forward(logits: DArray, target: DArray, reduction: str
     per = DArray(m + torch.log(s) - tl, (logits.shape[0],), resolved(rows, grid, 1), grid)
     loss, rctx = reduce_loss_forward(per, reduction)
     ctx = CrossEntropyCtx(logits.layout, logits.shape, grid, e / s[:, None], hit, rctx,
-                          logits.dtype)
+                          logits.torch_dtype)
     return loss, ctx
 
 
@@ -191,7 +191,7 @@ def mse_loss_forward(x: DArray, target: DArray, reduction: str = "mean") -> tupl
 @command
 def mse_loss_backward(dloss: "DArray | float | None", ctx: MSECtx) -> DArray:
     d = to_layout(reduce_loss_backward(dloss, ctx.reduce), ctx.diff.layout).local
-    return DArray(2 * ctx.diff.local * d.to(ctx.diff.dtype), ctx.diff.shape, ctx.diff.layout,
+    return DArray(2 * ctx.diff.local * d.to(ctx.diff.torch_dtype), ctx.diff.shape, ctx.diff.layout,
                   ctx.diff.grid)
 
 

@@ -201,7 +201,7 @@ class Module:
 def _adopt(v: DArray, like: DArray) -> DArray:
     """A fresh copy of ``v`` in ``like``'s grid, layout and dtype (safe to update in place)."""
     a = v.redistribute(like.layout, like.grid) if v.grid != like.grid else to_layout(v, like.layout)
-    a = a.astype(like.dtype, copy=False)
+    a = a.astype(like.torch_dtype, copy=False)
     return DArray(a.local.clone(), a.shape, a.layout, a.grid)
 
 
@@ -230,7 +230,7 @@ class Conv2d(Module):
                                                     (dilation, "dilation")))
                 wins = conv._windows(self.w.master.shape, s, p, d)
                 self.layout = choose_conv_layout(x.shape, self.w.master.shape, self.grid, wins,
-                                                 itemsize=x.dtype.itemsize)
+                                                 itemsize=x.torch_dtype.itemsize)
             else:
                 self.layout = conv_layout(self.layout, self.grid)
             self.w.set_master(to_layout(self.w.master, self.layout.weight_layout))

@@ -98,7 +98,7 @@ def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | No
     layouts = (None if gamma is None else gamma.layout, None if beta is None else beta.layout)
     params = [None if a is None else to_layout(a, chan) for a in
               (gamma, beta, running_mean, running_var)]
-    if not axes and all(a is None or a.dtype == xl.dtype for a in params):
+    if not axes and all(a is None or a.torch_dtype == xl.dtype for a in params):
         return _native_forward(x, params, (running_mean, running_var), training, momentum, eps,
                                layouts)
     gl, bl, rm, rv = params
@@ -109,7 +109,7 @@ def batch_norm_forward(x: DArray, gamma: DArray | None = None, beta: DArray | No
         unbiased = var * count / max(count - 1, 1)
         for given, used, v in ((running_mean, rm, mean), (running_var, rv, unbiased)):
             if given is not None:
-                used.local.mul_(1 - momentum).add_(momentum * v.to(used.dtype))
+                used.local.mul_(1 - momentum).add_(momentum * v.to(used.torch_dtype))
                 given.set_local(to_layout(used, given.layout).local)
     else:
         if rm is None or rv is None:
@@ -184,7 +184,7 @@ def _native_forward(x: DArray, params: list, running: tuple, training: bool, mom
         for given, used in zip(running, params[2:]):
             given.set_local(to_layout(used, given.layout).local)
     ctx = BatchNormCtx(x.layout, x.grid, x.shape, None, None, None, None, layouts, (), 0,
-                       training, x.dtype, (x.local, g, rm, rv, save_mean, save_rstd, eps, reserve))
+                       training, x.torch_dtype, (x.local, g, rm, rv, save_mean, save_rstd, eps, reserve))
     return DArray(y, x.shape, x.layout, x.grid), ctx
 
 

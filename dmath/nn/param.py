@@ -28,7 +28,7 @@ class Param:
 
     def compute(self, dtype: torch.dtype | None) -> DArray:
         """The weights in ``dtype`` (None: the master itself), cast once per version."""
-        if dtype is None or dtype == self.master.dtype:
+        if dtype is None or dtype == self.master.torch_dtype:
             return self.master
         key = (dtype, self.master.version, id(self.master))
         if self._cache is None or self._cache[0] != key:
@@ -47,7 +47,7 @@ class Param:
     def accept_grad(self, g: DArray) -> None:
         """Store ``g`` in the master's dtype and layout."""
         g = to_layout(g, self.master.layout)
-        self.grad = g.astype(self.master.dtype, copy=False)
+        self.grad = g.astype(self.master.torch_dtype, copy=False)
 
     def queue_grad(self, ticket: int) -> None:
         """The gradient was queued on a ``GradReducer`` under ``ticket`` (its index);

@@ -38,7 +38,7 @@ def cumprod(a: DArray, axis: int | None = None, dtype=None) -> DArray:
     if axis is None:
         a, axis = (ravel(a) if a.ndim != 1 else a), 0
     k = norm_axis(axis, a.ndim)
-    t = as_dtype(dtype) if dtype is not None else a.dtype
+    t = as_dtype(dtype) if dtype is not None else a.torch_dtype
     if not (t.is_floating_point or t.is_complex):
         t = torch.int64
     d = a.layout.dims[k]
@@ -92,7 +92,7 @@ def diff(a: DArray, n: int = 1, axis: int = -1, prepend=None, append=None) -> DA
     for _ in range(n):
         m = a.shape[axis]
         hi, lo = _slice(a, axis, 1, None), _slice(a, axis, 0, max(m - 1, 0))
-        a = ew.not_equal(hi, lo) if a.dtype == torch.bool else ew.subtract(hi, lo)
+        a = ew.not_equal(hi, lo) if a.torch_dtype == torch.bool else ew.subtract(hi, lo)
     return a
 
 
@@ -115,7 +115,7 @@ def gradient(f: DArray, *varargs, axis=None, edge_order: int = 1):
         raise NotImplementedError("gradient: only scalar spacings are supported")
     if edge_order not in (1, 2):
         raise ValueError("'edge_order' greater than 2 not supported")
-    if not (f.dtype.is_floating_point or f.dtype.is_complex):
+    if not (f.torch_dtype.is_floating_point or f.torch_dtype.is_complex):
         f = f.astype(torch.float64)
     out = []
     for k, h in zip(axes, dx):

@@ -94,7 +94,7 @@ def bincount(x: DArray, weights: DArray | None = None, minlength: int = 0) -> DA
     if x.ndim != 1:
         raise ValueError("object too deep for desired array" if x.ndim > 1 else
                          "object of too small depth for desired array")
-    if x.dtype.is_floating_point or x.dtype.is_complex:
+    if x.torch_dtype.is_floating_point or x.torch_dtype.is_complex:
         raise TypeError("Cannot cast array data from dtype('float64') to dtype('int64') "
                         "according to the rule 'safe'")
     if minlength < 0:
@@ -145,8 +145,8 @@ def ufunc_at(op: str, a: DArray, indices, b=None) -> None:
     ids = np.arange(a.size, dtype=np.int64).reshape(a.shape)[key]      # numpy's indexing
     ids = np.asarray(ids)
     grid, dev, rank = a.grid, a.device, a.grid.rank
-    work = (torch.complex128 if a.dtype.is_complex else torch.float64
-            if a.dtype.is_floating_point else torch.int64)
+    work = (torch.complex128 if a.torch_dtype.is_complex else torch.float64
+            if a.torch_dtype.is_floating_point else torch.int64)
     if isinstance(b, DArray):
         bw = whole(b)
         if bw.shape != ids.shape:
@@ -168,4 +168,4 @@ def ufunc_at(op: str, a: DArray, indices, b=None) -> None:
     piece = delta[np.ix_(*g)] if a.ndim else delta
     if a.layout.partial and not is_summand_holder(a.layout, grid, rank):
         piece = torch.zeros_like(piece)         # the delta is added to one summand
-    a.set_local((a.local.to(work) + piece).to(a.dtype))
+    a.set_local((a.local.to(work) + piece).to(a.torch_dtype))

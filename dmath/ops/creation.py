@@ -76,7 +76,7 @@ def _like(a: DArray, dtype, layout) -> tuple:
     """dtype and layout of an ``*_like`` result: ``a``'s (partial axes dropped) unless given."""
     if not isinstance(a, DArray):
         raise TypeError(f"expected a DArray, got {type(a).__name__}")
-    return (a.dtype if dtype is None else as_dtype(dtype),
+    return (a.torch_dtype if dtype is None else as_dtype(dtype),
             a.layout.without_partial() if layout is None else layout)
 
 

@@ -63,7 +63,7 @@ def diag(v: DArray, k: int = 0) -> DArray:
         raise ValueError("Input must be 1- or 2-d.")
     n = v.shape[0] + abs(int(k))
     lay = Layout(v.layout.dims[0])               # rows sharded as v is
-    out = zeros((n, n), dtype=v.dtype, layout=lay, grid=v.grid)
+    out = zeros((n, n), dtype=v.torch_dtype, layout=lay, grid=v.grid)
     if v.shape[0]:
         r0, c0 = (0, int(k)) if k >= 0 else (-int(k), 0)
         rows = np.arange(r0, r0 + v.shape[0], dtype=np.int64)
@@ -89,7 +89,7 @@ def _triangle(m: DArray, k: int, upper: bool) -> DArray:
     rows = torch.from_numpy(g[-2]).to(m.device).view(-1, 1)
     cols = torch.from_numpy(g[-1]).to(m.device).view(1, -1)
     keep = (cols - rows >= int(k)) if upper else (cols - rows <= int(k))
-    local = m.local * keep.to(m.dtype) if m.dtype != torch.bool else m.local & keep
+    local = m.local * keep.to(m.torch_dtype) if m.torch_dtype != torch.bool else m.local & keep
     return DArray(local, m.shape, m.layout, m.grid)
 
 

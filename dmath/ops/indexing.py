@@ -230,7 +230,7 @@ def getitem(a: DArray, key) -> DArray:
     layout = _final_layout(sel, gdims)
     grid = a.grid
     if math.prod(sel.out_shape) == 0:
-        local = torch.empty(local_shape(sel.out_shape, layout, grid), dtype=a.dtype,
+        local = torch.empty(local_shape(sel.out_shape, layout, grid), dtype=a.torch_dtype,
                             device=a.device)
         return DArray(local, sel.out_shape, layout, grid)
     src_sides = tuple(Side(tuple((a.shape[d], src.layout.dims[d]) for d in dims), Points(pts))
@@ -364,12 +364,12 @@ def setitem(a: DArray, key, value) -> None:
             dst = dst + (Side((), Points(np.zeros((0, 1), np.int64)), True),)
         box = gather.run(a.grid, src, src_dims, dst, v.local)
         box = box.reshape(box.shape[:len(sides)]) if extra else box
-        box = box.to(a.dtype)
+        box = box.to(a.torch_dtype)
     elif isinstance(value, np.ndarray):
         host = _group_value(value, sel)[np.ix_(*[js for js, _ in mine])]
-        box = torch.from_numpy(np.ascontiguousarray(host)).to(a.dtype).to(a.device)
+        box = torch.from_numpy(np.ascontiguousarray(host)).to(a.torch_dtype).to(a.device)
     else:
-        box = torch.full(tuple(len(js) for js, _ in mine), value, dtype=a.dtype, device=a.device)
+        box = torch.full(tuple(len(js) for js, _ in mine), value, dtype=a.torch_dtype, device=a.device)
     _write(a, sel, mine, box)
 
 

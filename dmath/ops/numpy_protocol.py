@@ -163,7 +163,7 @@ def _size(a, axis=None):
 def _result_type(*xs):
     """np.result_type with DArrays among its arguments: numpy's dtype, each DArray
     counted as the dtype ``to_numpy`` gives it (bfloat16 as float32)."""
-    return np.result_type(*(to_numpy_dtype(x.dtype) if isinstance(x, DArray) else x
+    return np.result_type(*(to_numpy_dtype(x.torch_dtype) if isinstance(x, DArray) else x
                             for x in xs))
 
 

@@ -209,7 +209,7 @@ def pad(array: DArray, pad_width, mode: str = "constant", constant_values=0) -> 
     shape = tuple(int(n + b + c) for n, (b, c) in zip(a.shape, widths))
     if mode == "constant":
         cv = np.broadcast_to(np.asarray(constant_values), (a.ndim, 2))
-        out = full(shape, cv[0, 0].item() if cv.size else 0, dtype=a.dtype,
+        out = full(shape, cv[0, 0].item() if cv.size else 0, dtype=a.torch_dtype,
                    layout=a.layout, grid=a.grid)
         for k in range(a.ndim):                # the other edge values, dim by dim as numpy
             for side, (val, w) in enumerate(zip(cv[k], widths[k])):

@@ -184,8 +184,8 @@ def sum(a: DArray, axis: Axis = None, keepdims: bool = False, dtype=None,  # noq
         return r
     if out.shape != r.shape:
         raise ValueError(f"sum: out has shape {out.shape}, the result {r.shape}")
-    if not torch.can_cast(r.dtype, out.dtype) and not (
-            r.dtype.is_floating_point and out.dtype.is_floating_point):
+    if not torch.can_cast(r.torch_dtype, out.torch_dtype) and not (
+            r.torch_dtype.is_floating_point and out.torch_dtype.is_floating_point):
         raise TypeError(f"sum: cannot cast the {r.dtype} result into out's {out.dtype}")
     out[...] = r
     return out
@@ -197,7 +197,7 @@ def nansum(a: DArray, axis: Axis = None, keepdims: bool = False, dtype=None) -> 
     axes = _axes(a, axis)
     a = _full(a)
     x = torch.nan_to_num(a.local, nan=0.0, posinf=math.inf, neginf=-math.inf) \
-        if a.dtype.is_floating_point else a.local
+        if a.torch_dtype.is_floating_point else a.local
     return _sum(a, axes, keepdims, dtype, x)
 
 
@@ -218,7 +218,7 @@ def nanmean(a: DArray, axis: Axis = None, keepdims: bool = False) -> DArray:
     x = _as_float(a.local)
     nan = torch.isnan(x)
     s = _sum(a, axes, keepdims, x=torch.where(nan, torch.zeros_like(x), x))
-    n = _sum(a, axes, keepdims, x=(~nan).to(s.dtype if not s.dtype.is_complex else torch.float64))
+    n = _sum(a, axes, keepdims, x=(~nan).to(s.torch_dtype if not s.torch_dtype.is_complex else torch.float64))
     return DArray(s.local / n.local, s.shape, s.layout, s.grid)
 
 
@@ -309,10 +309,10 @@ def _extreme(a: DArray, axis, keepdims: bool, op: str, skipnan: bool, initial=No
     if initial is not None:      # numpy's initial=: the identity's slot; empty slices take it
         r = _extreme_from_identity(a, axes, keepdims, op, skipnan)
         init = torch.tensor(initial, device=r.local.device)
-        if not (r.dtype.is_floating_point or r.dtype.is_complex) and init.is_floating_point():
+        if not (r.torch_dtype.is_floating_point or r.torch_dtype.is_complex) and init.is_floating_point():
             raise TypeError(f"{op}: initial={initial!r} does not fit {r.dtype}")
         pick = torch.maximum if op == "max" else torch.minimum
-        return DArray(pick(r.local, init.to(r.dtype)), r.shape, r.layout, r.grid)
+        return DArray(pick(r.local, init.to(r.torch_dtype)), r.shape, r.layout, r.grid)
     _no_identity(a, axes, "maximum" if op == "max" else "minimum")
     return _extreme_from_identity(a, axes, keepdims, op, skipnan)
 
@@ -489,7 +489,7 @@ def _vector_norm(x: DArray, axes: tuple, ord, keepdims: bool) -> DArray:
     if ord == math.inf or ord == -math.inf:
         return _extreme(x, axes, keepdims, "max" if ord > 0 else "min", False)
     if ord == 0:
-        return _sum(x, axes, keepdims, x=(x.local != 0).to(x.dtype))
+        return _sum(x, axes, keepdims, x=(x.local != 0).to(x.torch_dtype))
     if ord == 1:
         return _sum(x, axes, keepdims)
     s = _sum(x, axes, keepdims, x=x.local ** ord)
@@ -560,8 +560,8 @@ def norm(a: DArray, ord=None, axis: Axis = None, keepdims: bool = False) -> DArr
         out = _matrix_norm(x, a, axes, pair, ord, keepdims)
     else:
         out = _vector_norm(x, axes, ord, keepdims)
-    want = a.dtype.to_real() if a.dtype.is_complex else a.dtype
-    return out.astype(want) if want.is_floating_point and out.dtype != want else out
+    want = a.torch_dtype.to_real() if a.torch_dtype.is_complex else a.torch_dtype
+    return out.astype(want) if want.is_floating_point and out.torch_dtype != want else out
 
 
 OPERATORS.update({name: globals()[name] for name in (

@@ -39,7 +39,7 @@ def _check(a, axis, kind) -> tuple[DArray, int]:
         raise TypeError(f"expected a DArray, got {type(a).__name__}")
     if kind not in KINDS:
         raise ValueError(f"sort kind must be one of {KINDS}, not {kind!r}")
-    if a.dtype.is_complex:
+    if a.torch_dtype.is_complex:
         raise TypeError("sorting complex arrays is not supported")
     if axis is None:
         if a.ndim != 1:
@@ -106,7 +106,7 @@ def _sample_sort(a: DArray, want_index: bool) -> DArray:
     comm = a.grid.comm(a.layout.dims[0].axes)
     p, c, n = comm.size, comm.rank, a.shape[0]
     dev = a.local.device
-    x = a.local if a.dtype != torch.bool else a.local.to(torch.uint8)
+    x = a.local if a.torch_dtype != torch.bool else a.local.to(torch.uint8)
     g = torch.from_numpy(global_indices(a.shape, a.layout, a.grid)[0]).to(dev)
     v, perm = torch.sort(x, stable=True)          # local order is increasing g: ties by g
     g = g[perm]
@@ -147,7 +147,7 @@ def _sample_sort(a: DArray, want_index: bool) -> DArray:
     recv2 = [int(np.count_nonzero(owner[starts[r]:starts[r + 1]] == c)) for r in range(p)]
     payload = rg[o] if want_index else rv[o]
     out = comm.alltoallv(payload, send2, recv2)
-    if not want_index and a.dtype == torch.bool:
+    if not want_index and a.torch_dtype == torch.bool:
         out = out.bool()
     return DArray(out.view(a.local.shape), a.shape, a.layout, a.grid)
 

@@ -77,7 +77,7 @@ def _quantile(a: DArray, q, axis, method: str, keepdims: bool, name: str) -> DAr
     a = whole(check_array(a, name))
     if method not in METHODS:
         raise ValueError(f"'{method}' is not a valid method. Use one of: {METHODS}")
-    if a.dtype == torch.bool and method in ("linear", "midpoint"):
+    if a.torch_dtype == torch.bool and method in ("linear", "midpoint"):
         raise TypeError("numpy boolean subtract, the `-` operator, is not supported, use the "
                         "bitwise_xor, the `^` operator, or the logical_xor function instead.")
     q = np.asarray(q, dtype=np.float64)
@@ -94,7 +94,7 @@ def _quantile(a: DArray, q, axis, method: str, keepdims: bool, name: str) -> DAr
     if n == 0:
         raise IndexError(f"index -1 is out of bounds for axis {axis} with size 0")
     s = sort(a, axis)
-    t = _float_dtype(a.dtype)
+    t = _float_dtype(a.torch_dtype)
     lo, hi, w = _positions(q.reshape(-1), n, method)
     lo_v = take_along(s, lo, axis)
     hi_v = take_along(s, hi, axis)
@@ -105,7 +105,7 @@ def _quantile(a: DArray, q, axis, method: str, keepdims: bool, name: str) -> DAr
     wt = _along(lo_v, w, axis).to(t)
     d = x1 - x0
     out = torch.where(wt >= 0.5, x1 - d * (1 - wt), x0 + d * wt)      # numpy's _lerp
-    if t.is_floating_point and last.dtype.is_floating_point:
+    if t.is_floating_point and last.torch_dtype.is_floating_point:
         out = torch.where(torch.isnan(last.local), torch.full_like(out, float("nan")), out)
     r = DArray(out, lo_v.shape, lo_v.layout, lo_v.grid)
     if keepdims:
@@ -146,11 +146,11 @@ def median(a: DArray, axis: int | None = None, keepdims: bool = False) -> DArray
     axis = norm_axis(axis, a.ndim)
     n = a.shape[axis]
     if n == 0:                               # numpy: NaN (with a warning)
-        return _mean(a if a.dtype.is_floating_point else a.astype(torch.float64), axis=axis,
+        return _mean(a if a.torch_dtype.is_floating_point else a.astype(torch.float64), axis=axis,
                      keepdims=keepdims) if not flat else (
             reshape(_mean(a), (1,) * src_nd) if keepdims else _mean(a))
     s = sort(a, axis)
-    t = _float_dtype(a.dtype)
+    t = _float_dtype(a.torch_dtype)
     mid = take_along(s, np.array([(n - 1) // 2, n // 2, n - 1]), axis)
     if mid.layout.dims[axis].axes:          # the three picks spread over ranks: replicate
         mid = mid.redistribute(mid.layout.replace(dims=[
@@ -211,14 +211,14 @@ def cov(m: DArray, y: DArray | None = None, rowvar: bool = True, bias: bool = Fa
         X = transpose(X)
     if X.shape[0] == 0:
         from .creation import empty
-        return empty((0, 0), dtype=_float_dtype(X.dtype), grid=X.grid)
+        return empty((0, 0), dtype=_float_dtype(X.torch_dtype), grid=X.grid)
     if y is not None:
         Y = _atleast(whole(check_array(y, "cov y")), 2)
         if not rowvar and Y.shape[0] != 1:
             Y = transpose(Y)
         X = concatenate([X, Y], 0)
-    t = _float_dtype(X.dtype) if dtype is None else dtype
-    X = X.astype(t) if X.dtype != t else X
+    t = _float_dtype(X.torch_dtype) if dtype is None else dtype
+    X = X.astype(t) if X.torch_dtype != t else X
     ddof = (0 if bias else 1) if ddof is None else ddof
     fact = X.shape[1] - ddof
     Xc = ew.subtract(X, _mean(X, axis=1, keepdims=True))

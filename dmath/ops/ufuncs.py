@@ -300,7 +300,7 @@ def _store(out: DArray, r: DArray) -> DArray:
     try:
         out._local.copy_(r._local)
     except RuntimeError:                         # e.g. a piece with self-overlapping strides
-        out.set_local(r._local.to(out.dtype).clone())
+        out.set_local(r._local.to(out.torch_dtype).clone())
         return out
     out.touch()
     return out
@@ -572,7 +572,7 @@ def apply_into(out: DArray, op: str, *operands) -> DArray:
             raise ValueError(f"{op}: non-broadcastable output operand with shape {out.shape} "
                              f"doesn't match the broadcast shape {full}")
     if spec.ufunc is not None:
-        loop_dtypes(spec.ufunc, tuple(keys), out=out.dtype, name=op)
+        loop_dtypes(spec.ufunc, tuple(keys), out=out.torch_dtype, name=op)
     lin = spec.linear_when is not None and spec.linear_when(*operands)
     return _store(out, _apply(spec.fn, operands, op, spec.ufunc, lin))
 

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..array import DArray, Layout, global_indices, local_shape
+from ..array import DArray, Layout, as_dtype, global_indices, local_shape
 from ..array.shards import take_piece
 from ..runtime import default_grid, dispatch
 from ..runtime.dispatch import command, register_handle_type
@@ -309,7 +309,7 @@ class DataLoader:
             raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
         self.dataset = dataset.check()
         self.batch_size, self.shuffle, self.seed = int(batch_size), bool(shuffle), int(seed)
-        self.drop_last, self.dtype, self.prefetch = bool(drop_last), dtype, bool(prefetch)
+        self.drop_last, self.dtype, self.prefetch = bool(drop_last), as_dtype(dtype), bool(prefetch)
         self.grid = default_grid() if grid is None else grid
         self.x_layout = (layout or Layout()).resolve(self.grid, 4)
         self.y_layout = Layout(self.x_layout.dims[0]).resolve(self.grid, 1)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from ..array import Layout
+from ..array import Layout, as_dtype
 from ..nn import conv as _conv
 from ..nn import modules as M
 from ..nn.strategy import ConvLayout, choose_conv_layout, conv_layout
@@ -49,7 +49,7 @@ class _Builder:
         if parallel not in PARALLEL:
             raise ValueError(f"parallel must be one of {PARALLEL}, got {parallel!r}")
         self.shape, self.parallel, self.grid = tuple(in_shape), parallel, grid
-        self.batch, self.dtype, self.seed = batch, dtype, seed
+        self.batch, self.dtype, self.seed = batch, as_dtype(dtype), seed
         self.first: ConvLayout | None = None
         self.axes = tuple(grid.names)
 
