@@ -5,7 +5,7 @@
 API's ``uint16``/``uint32``/``uint64``) are ``DType`` objects, and ``DArray.dtype`` is
 one. A DType wraps a torch dtype (``.torch``; ``DArray.torch_dtype`` is the same)
 and compares equal to itself, to numpy's dtype and scalar type of the same name,
-to the name, and to the torch dtype::
+to the name (any string ``as_dtype`` reads as this dtype), and to the torch dtype::
 
     dmath.float64 == np.float64 == np.dtype("float64") == "float64" == torch.float64
 
@@ -37,8 +37,13 @@ class DType:
             return self is other or self.torch == other.torch
         if isinstance(other, torch.dtype):
             return self.torch == other
-        if isinstance(other, str):
-            return other == self.name or _BY_NAME.get(other) == self.torch
+        if isinstance(other, str):          # a name as ``as_dtype`` reads it ("f4", "half")
+            if other == self.name:
+                return True
+            try:
+                return as_dtype(other) == self.torch
+            except (TypeError, ValueError, SyntaxError):
+                return False
         if isinstance(other, np.dtype) or (isinstance(other, type)
                                            and issubclass(other, np.generic)):
             try:

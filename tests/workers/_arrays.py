@@ -59,7 +59,12 @@ def piece(x: np.ndarray, layout: Layout, grid, rank: int | None = None) -> np.nd
 
 
 def as_torch(x: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(x)).to(dtype)
+    return torch.from_numpy(np.ascontiguousarray(x)).to(_torch(dtype))
+
+
+def _torch(dtype):
+    """The torch dtype of ``dtype`` (a dmath DType, as ``A.dtype`` is, or a torch dtype)."""
+    return getattr(dtype, "torch", dtype)
 
 
 def summands(rng: np.random.Generator, x: np.ndarray, k: int) -> list[np.ndarray]:
@@ -91,7 +96,7 @@ def held(shape, layout: Layout, grid, rank: int | None = None) -> np.ndarray:
 def check_value(a, x: np.ndarray, what: str) -> None:
     """``a`` (any layout, partial or not) equals ``x`` exactly; ``a`` unchanged."""
     full = a.redistribute(a.layout.without_partial()) if a.layout.partial else a
-    want = as_torch(piece(x, full.layout, full.grid), a.dtype)
+    want = as_torch(piece(x, full.layout, full.grid), a.torch_dtype)
     assert torch.equal(full.local.cpu(), want), f"{what}: local piece\n{full.local}\n!= {want}"
 
 
@@ -101,7 +106,7 @@ def close(got, want, dtype: torch.dtype, what: str, atol: float | None = None) -
     want = np.asarray(want, dtype=np.float64)
     assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
     if atol is None:
-        atol = TOL.get(dtype, 0.0) * (max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0)
+        atol = TOL.get(_torch(dtype), 0.0) * (max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0)
     err = np.abs(got - want)
     bad = ~((err <= atol) | (np.isnan(got) & np.isnan(want)) | (got == want))
     assert not bad.any(), (f"{what}: max error {np.max(np.where(bad, err, 0)):.3g} > "
@@ -119,7 +124,7 @@ def mine(a) -> np.ndarray:
 def stored(x: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     """``x`` rounded to ``dtype`` and back to float64: the values an array holds."""
     t = as_torch(x, dtype)
-    return (t.float() if dtype == torch.bfloat16 else t).numpy().astype(np.float64)
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy().astype(np.float64)
 
 
 def exact_piece(a, want, what: str) -> None:
@@ -136,7 +141,7 @@ def close_piece(a, want, dtype: torch.dtype, what: str, atol: float | None = Non
     want = np.asarray(want, dtype=np.float64)
     assert a.shape == want.shape, f"{what}: shape {a.shape} != {want.shape}"
     if atol is None:
-        atol = TOL.get(dtype, 0.0) * (max(1.0, float(np.nanmax(np.abs(want)))) if want.size else 1.0)
+        atol = TOL.get(_torch(dtype), 0.0) * (max(1.0, float(np.nanmax(np.abs(want)))) if want.size else 1.0)
     close(mine(a), piece(want, a.layout, a.grid), dtype, what, atol)
 
 

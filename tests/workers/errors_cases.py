@@ -71,7 +71,7 @@ case("from_numpy without root: rank 1 passes another shape", ValueError,
 case("item() of a 35-element array", ValueError, r"item\(\) needs a 1-element array")(
     lambda: A.item())
 case("set_local with another shape", ValueError, r"new local piece")(
-    lambda: A.set_local(torch.zeros(11, 11, dtype=A.dtype, device=dev)))
+    lambda: A.set_local(torch.zeros(11, 11, dtype=A.torch_dtype, device=dev)))
 case("len() of a 0-d array", TypeError, r"len\(\) of a 0-d DArray")(
     lambda: len(dmath.sum(A)))
 

@@ -257,7 +257,7 @@ def compare(v: Var) -> None:
     want = np.asarray(v.x)
     assert got.shape == want.shape, f"{v.name}: shape {got.shape} != mirror {want.shape}"
     if v.tol:
-        tol = TOL.get(v.a.dtype, 0.0) * max(1.0, mag(want)) * 4
+        tol = TOL.get(v.a.torch_dtype, 0.0) * max(1.0, mag(want)) * 4
         err = np.abs(got.astype(np.float64) - want.astype(np.float64))
         bad = ~((err <= tol) | (got == want) | (np.isnan(got) & np.isnan(want)))
         assert not bad.any(), f"{v.name}: to_numpy off by {err.max()} (tol {tol})\n{got}\n{want}"

@@ -56,7 +56,7 @@ def build(rng, x: np.ndarray, lay: Layout, grid, t: torch.dtype):
 def check_value(a, x: np.ndarray, what: str) -> None:
     """This rank's piece of ``a`` (partial layouts reduced) equals its part of ``x``."""
     full = a.redistribute(a.layout.without_partial()) if a.layout.partial else a
-    want = torch.from_numpy(np.array(piece(x, full.layout, full.grid))).to(a.dtype)
+    want = torch.from_numpy(np.array(piece(x, full.layout, full.grid))).to(a.torch_dtype)
     got = full.local.cpu()
     want = want.reshape(got.shape)
     assert torch.equal(got, want), f"{what}: local piece\n{got}\n!= {want}"

@@ -316,7 +316,7 @@ def red_case(grid, x: np.ndarray, dt, lay: Layout, keepdims: bool) -> None:
                 n_terms = max(1, x.size if axis is None else x.shape[ax])
                 s = max(1.0, float(np.max(np.abs(xa)))) if x.size else 1.0
                 close_piece(got, want, dt, f"{what} {name} axis={axis} keepdims={kd}",
-                            atol=TOL.get(got.dtype, 1e-12) * n_terms * s)
+                            atol=TOL.get(got.torch_dtype, 1e-12) * n_terms * s)
         if x.size and dt != torch.bool:
             for name in ("argmax", "argmin"):
                 got = getattr(dmath, name)(a, axis=axis)
