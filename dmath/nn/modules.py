@@ -20,7 +20,7 @@ import math
 import torch
 
 from .. import ops
-from ..array import DArray, Layout
+from ..array import DArray, Layout, as_dtype
 from ..runtime import default_grid
 from ..runtime.dispatch import command
 from . import activation, conv, linear, loss, norm, pool
@@ -188,6 +188,9 @@ class Module:
                 p.accept_grad(grads[t])
 
     def set_compute_dtype(self, dtype: torch.dtype | None) -> "Module":
+        """Layers compute in ``dtype`` (any spelling: ``dmath.bfloat16``, torch's, a name;
+        None: the masters' dtype)."""
+        dtype = None if dtype is None else as_dtype(dtype)
         self.compute_dtype = dtype
         for c in self.children():
             c.set_compute_dtype(dtype)
