@@ -44,10 +44,15 @@ class DType:
                 return as_dtype(other) == self.torch
             except (TypeError, ValueError, SyntaxError):
                 return False
-        if isinstance(other, np.dtype) or (isinstance(other, type)
-                                           and issubclass(other, np.generic)):
+        if isinstance(other, np.dtype):
+            return self._numpy is not None and self._numpy == other
+        if isinstance(other, type) and issubclass(other, np.generic):
+            if self._numpy is None:
+                return False
+            if other is self._numpy.type:
+                return True
             try:
-                return self._numpy is not None and self._numpy == np.dtype(other)
+                return self._numpy == np.dtype(other)
             except (TypeError, ValueError):
                 return False
         return NotImplemented
