@@ -83,7 +83,7 @@ def min(x: DArray, /, *, axis=None, keepdims: bool = False) -> DArray:  # noqa: 
 def mean(x: DArray, /, *, axis=None, keepdims: bool = False) -> DArray:
     _check(x, "mean")
     r = ops.mean(x, _norm_axis(axis, x.ndim), keepdims)
-    return r if r.torch_dtype == x.torch_dtype or not (x.torch_dtype.is_floating_point or x.torch_dtype.is_complex) \
+    return r if r.dtype == x.dtype or not (x.dtype.is_floating_point or x.dtype.is_complex) \
         else r.astype(x.torch_dtype, copy=False)
 
 

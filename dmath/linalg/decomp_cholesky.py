@@ -111,7 +111,7 @@ def cholesky(a: DArray, *, upper: bool = False, nb: int | None = None,
     M.keep(M.a, gr >= gc)
     if upper:
         L = M.darray()
-        return L.T.redistribute(a.layout.without_partial(), a.grid) if not a.torch_dtype.is_complex \
+        return L.T.redistribute(a.layout.without_partial(), a.grid) if not a.dtype.is_complex \
             else _conj(L.T).redistribute(a.layout.without_partial(), a.grid)
     return M.out()
 

@@ -372,9 +372,11 @@ def gemm(*args, alpha: float | None = None, A: DArray | None = None, B: DArray |
         # with other arrays, so the update lands in a copy that becomes C's piece)
         prob, A2, B2, _ = problem(opA, opB, C.layout, C.torch_dtype)
         out = C.local.clone(memory_format=torch.contiguous_format) if beta != 0 else None
-        C.set_local(local_gemm(A2.local, B2.local, out, alpha=alpha, beta=beta, dtype=C.torch_dtype))
+        C.set_local(local_gemm(A2.local, B2.local, out, alpha=alpha, beta=beta,
+                               dtype=C.torch_dtype))
         return C
-    T = matmul_2d(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.torch_dtype, wire=wire)
+    T = matmul_2d(opA, opB, out_layout=C.layout, algorithm=algorithm, out_dtype=C.torch_dtype,
+                  wire=wire)
     new = torch.mul(T.local, alpha)                  # T may be a shared (cached) copy
     if beta != 0:
         new = new.add_(C.local, alpha=beta)

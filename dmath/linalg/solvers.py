@@ -42,7 +42,7 @@ def solve(a: DArray, b: DArray, *, nb: int | None = None) -> DArray:
     """x with a x = b (numpy.linalg.solve). a: (n, n); b: (n,) or (n, k); any
     layouts, x in b's layout. LU with partial pivoting on block-cyclic(nb)."""
     _check(a, b, "solve")
-    dt = torch.promote_types(a.torch_dtype, b.torch_dtype)        # numpy's rule: float32 A, float64 b -> 64
+    dt = torch.promote_types(a.torch_dtype, b.torch_dtype)   # numpy's: float32 A, float64 b -> 64
     if dt.is_floating_point or dt.is_complex:
         a, b = (x if x.torch_dtype == dt else x.astype(dt) for x in (a, b))
     if one_rank(a):

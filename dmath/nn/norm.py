@@ -184,7 +184,8 @@ def _native_forward(x: DArray, params: list, running: tuple, training: bool, mom
         for given, used in zip(running, params[2:]):
             given.set_local(to_layout(used, given.layout).local)
     ctx = BatchNormCtx(x.layout, x.grid, x.shape, None, None, None, None, layouts, (), 0,
-                       training, x.torch_dtype, (x.local, g, rm, rv, save_mean, save_rstd, eps, reserve))
+                       training, x.torch_dtype,
+                       (x.local, g, rm, rv, save_mean, save_rstd, eps, reserve))
     return DArray(y, x.shape, x.layout, x.grid), ctx
 
 

@@ -24,7 +24,8 @@ def fill(a: DArray, value) -> None:
     """Every element set to ``value`` (in place, numpy's ``ndarray.fill``)."""
     if not isinstance(a, DArray):
         raise TypeError(f"fill: expected a DArray, got {type(a).__name__}")
-    v = torch.tensor(value).to(a.torch_dtype) if not isinstance(value, torch.Tensor) else value.to(a.torch_dtype)
+    t = a.torch_dtype
+    v = torch.tensor(value).to(t) if not isinstance(value, torch.Tensor) else value.to(t)
     holder = not a.layout.partial or is_summand_holder(a.layout, a.grid, a.grid.rank)
     new = torch.full_like(a.local, v.item()) if holder else torch.zeros_like(a.local)
     a.set_local(new)
@@ -60,7 +61,7 @@ def install() -> None:
              "imag": property(lambda self: comparison.imag(self), doc="The imaginary part (a copy)."),
              "nbytes": property(lambda self: self.size * self.itemsize,
                                 doc="Bytes of the global array."),
-             "itemsize": property(lambda self: torch.empty((), dtype=self.torch_dtype).element_size(),
+             "itemsize": property(lambda self: self.torch_dtype.itemsize,
                                   doc="Bytes of one element.")}
     for name, p in props.items():
         if name not in DArray.__dict__:

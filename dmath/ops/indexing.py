@@ -369,7 +369,8 @@ def setitem(a: DArray, key, value) -> None:
         host = _group_value(value, sel)[np.ix_(*[js for js, _ in mine])]
         box = torch.from_numpy(np.ascontiguousarray(host)).to(a.torch_dtype).to(a.device)
     else:
-        box = torch.full(tuple(len(js) for js, _ in mine), value, dtype=a.torch_dtype, device=a.device)
+        box = torch.full(tuple(len(js) for js, _ in mine), value, dtype=a.torch_dtype,
+                         device=a.device)
     _write(a, sel, mine, box)
 
 

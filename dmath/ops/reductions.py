@@ -218,7 +218,8 @@ def nanmean(a: DArray, axis: Axis = None, keepdims: bool = False) -> DArray:
     x = _as_float(a.local)
     nan = torch.isnan(x)
     s = _sum(a, axes, keepdims, x=torch.where(nan, torch.zeros_like(x), x))
-    n = _sum(a, axes, keepdims, x=(~nan).to(s.torch_dtype if not s.torch_dtype.is_complex else torch.float64))
+    t = s.torch_dtype
+    n = _sum(a, axes, keepdims, x=(~nan).to(t if not t.is_complex else torch.float64))
     return DArray(s.local / n.local, s.shape, s.layout, s.grid)
 
 
@@ -309,7 +310,7 @@ def _extreme(a: DArray, axis, keepdims: bool, op: str, skipnan: bool, initial=No
     if initial is not None:      # numpy's initial=: the identity's slot; empty slices take it
         r = _extreme_from_identity(a, axes, keepdims, op, skipnan)
         init = torch.tensor(initial, device=r.local.device)
-        if not (r.torch_dtype.is_floating_point or r.torch_dtype.is_complex) and init.is_floating_point():
+        if not (r.dtype.is_floating_point or r.dtype.is_complex) and init.is_floating_point():
             raise TypeError(f"{op}: initial={initial!r} does not fit {r.dtype}")
         pick = torch.maximum if op == "max" else torch.minimum
         return DArray(pick(r.local, init.to(r.torch_dtype)), r.shape, r.layout, r.grid)

@@ -137,8 +137,8 @@ def reshape(a: DArray, shape, *, layout: Layout | None = None) -> DArray:
         return src
     grid = a.grid
     if a.size == 0:
-        return DArray(torch.empty(local_shape(new, lay, grid), dtype=a.torch_dtype, device=a.device),
-                      new, lay, grid)
+        return DArray(torch.empty(local_shape(new, lay, grid), dtype=a.torch_dtype,
+                                  device=a.device), new, lay, grid)
     if all(grid.axes_size(d.axes) == 1 for d in src.layout.dims):
         # every rank holds the whole array: reshape it, keep my part (no communication)
         whole = DArray(src.local.reshape(new).clone(), new, Layout().resolve(grid, len(new)), grid)

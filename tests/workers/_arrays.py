@@ -106,7 +106,8 @@ def close(got, want, dtype: torch.dtype, what: str, atol: float | None = None) -
     want = np.asarray(want, dtype=np.float64)
     assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
     if atol is None:
-        atol = TOL.get(_torch(dtype), 0.0) * (max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0)
+        atol = TOL.get(_torch(dtype), 0.0) * (max(1.0, float(np.max(np.abs(want))))
+                                              if want.size else 1.0)
     err = np.abs(got - want)
     bad = ~((err <= atol) | (np.isnan(got) & np.isnan(want)) | (got == want))
     assert not bad.any(), (f"{what}: max error {np.max(np.where(bad, err, 0)):.3g} > "
@@ -141,7 +142,8 @@ def close_piece(a, want, dtype: torch.dtype, what: str, atol: float | None = Non
     want = np.asarray(want, dtype=np.float64)
     assert a.shape == want.shape, f"{what}: shape {a.shape} != {want.shape}"
     if atol is None:
-        atol = TOL.get(_torch(dtype), 0.0) * (max(1.0, float(np.nanmax(np.abs(want)))) if want.size else 1.0)
+        atol = TOL.get(_torch(dtype), 0.0) * (max(1.0, float(np.nanmax(np.abs(want))))
+                                              if want.size else 1.0)
     close(mine(a), piece(want, a.layout, a.grid), dtype, what, atol)
 
 

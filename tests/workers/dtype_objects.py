@@ -72,7 +72,8 @@ for name in NAMES:
     ok(all(d != getattr(dmath, o) and d != np.dtype(o) and d != getattr(torch, o) and d != o
            for o in others), f"{name} != the others")
 ok(dmath.float64 == "double" and dmath.float32 == "f4" and dmath.float16 == "half", "aliases")
-ok(dmath.float64 != 3 and dmath.float64 != None and dmath.float64 != "nonsense", "others")  # noqa: E711
+ok(dmath.float64 != 3 and dmath.float64 != None  # noqa: E711
+   and dmath.float64 != "nonsense", "others")
 ok(dmath.float32 != np.float64 and np.float64 != dmath.float32, "float32 != float64")
 
 # -- the array API namespace re-uses the same objects -------------------------------------

@@ -84,7 +84,8 @@ def check(name, got, want, a, axes, kd, dt, what):
         scale = max(1.0, float(np.nanmax(np.abs(np.where(np.isinf(want), 0, want))))) \
             if np.size(want) else 1.0
         n = max(1, a.size)
-        close_piece(got, want, got.dtype, what, atol=TOL.get(got.torch_dtype, 1e-12) * n * scale * 4)
+        close_piece(got, want, got.dtype, what,
+                    atol=TOL.get(got.torch_dtype, 1e-12) * n * scale * 4)
 
 
 def red_case(grid, x: np.ndarray, dt, lay: Layout, special: bool) -> None:
