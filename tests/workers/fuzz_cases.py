@@ -122,6 +122,7 @@ GRIDS = grids(P)
 
 # -- numpy's dtype rules with bfloat16 (docs: ranks as float16; bf16 + f16 -> f32) ---------
 def np_of(t: torch.dtype):
+    t = getattr(t, "torch", t)            # a DArray's dtype is a dmath DType
     return {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16,
             torch.bfloat16: np.float16, torch.int64: np.int64, torch.bool: np.bool_}[t]
 
@@ -292,6 +293,7 @@ def result_dtype(fn, *ops) -> torch.dtype:
     """numpy's loop dtype for ``fn`` on ``ops`` (torch dtypes or Python scalars)."""
     keys, dts = [], []
     for o in ops:
+        o = getattr(o, "torch", o)        # a DArray's dtype is a dmath DType
         if isinstance(o, torch.dtype):
             keys.append(np.dtype(np_of(o)))
             dts.append(o)
@@ -328,17 +330,17 @@ def operand(prog, shape, t):
         x = prog.values(shape[-1:], torch.int64).astype(np.float64)
         return x, x, f"np.array({x.tolist()})", torch.float64
     v = broadcastable(prog, shape)
-    return v.a, v.x, v.name, v.a.dtype
+    return v.a, v.x, v.name, v.a.torch_dtype
 
 
 def step_binary(prog: Program):
     v = prog.pick()
     name = str(prog.rng.choice(list(BINARY)))
     fn = BINARY[name]
-    b, bx, bdesc, bkey = operand(prog, v.a.shape, v.a.dtype)
+    b, bx, bdesc, bkey = operand(prog, v.a.shape, v.a.torch_dtype)
     if name == "multiply" and mag(v.x) * mag(bx) > 300:
         name, fn = "add", np.add
-    ints = v.a.dtype == torch.int64 and (bkey is torch.int64 or type(bkey) is int)
+    ints = v.a.torch_dtype == torch.int64 and (bkey is torch.int64 or type(bkey) is int)
     if name in ("floor_divide", "remainder") and not ints:    # integer zero divisors: 0
         b, bx, bdesc, bkey = (3, 3, "3", 3) if prog.rng.random() < 0.5 else (2.0, 2.0, "2.0", 2.0)
     if prog.rng.random() < 0.3 and name in OPERATOR:
@@ -351,7 +353,7 @@ def step_binary(prog: Program):
         desc = f"dmath.{name}({v.name}, {bdesc})"
         run = lambda: getattr(dmath, name)(v.a, b)  # noqa: E731
     try:
-        t = result_dtype(fn, v.a.dtype, bkey)
+        t = result_dtype(fn, v.a.torch_dtype, bkey)
         with np.errstate(all="ignore"):
             want = fn(np.asarray(v.x), bx)
             if ints and name in ("floor_divide", "remainder"):
@@ -374,23 +376,23 @@ def step_inplace(prog: Program):
             target = prog.pick(lambda w: w.a.shape == v.a.shape) or v
         if fname == "negative":
             args, xs, desc = (v.a,), (np.asarray(v.x),), f"np.negative({v.name}, out={target.name})"
-            keys = (v.a.dtype,)
+            keys = (v.a.torch_dtype,)
         else:
-            b, bx, bdesc, bkey = operand(prog, v.a.shape, v.a.dtype)
+            b, bx, bdesc, bkey = operand(prog, v.a.shape, v.a.torch_dtype)
             if fname == "multiply" and mag(v.x) * mag(bx) > 300:
                 fname, fn = "add", np.add
-            args, xs, keys = (v.a, b), (np.asarray(v.x), bx), (v.a.dtype, bkey)
+            args, xs, keys = (v.a, b), (np.asarray(v.x), bx), (v.a.torch_dtype, bkey)
             desc = f"np.{fname}({v.name}, {bdesc}, out={target.name})"
         run = lambda: fn(*args, out=target.a)  # noqa: E731
     else:
         fn = BINARY[name]
         target = v
-        b, bx, bdesc, bkey = operand(prog, v.a.shape, v.a.dtype)
+        b, bx, bdesc, bkey = operand(prog, v.a.shape, v.a.torch_dtype)
         if name == "multiply" and mag(v.x) * mag(bx) > 300:
             name, fn = "add", np.add
         if name in ("floor_divide", "remainder"):
             b, bx, bdesc, bkey = 3, 3, "3", 3
-        args, xs, keys = (v.a, b), (np.asarray(v.x), bx), (v.a.dtype, bkey)
+        args, xs, keys = (v.a, b), (np.asarray(v.x), bx), (v.a.torch_dtype, bkey)
         desc = f"{v.name} {INPLACE[name]} {bdesc}"
 
         def run():
@@ -398,7 +400,7 @@ def step_inplace(prog: Program):
             a = eval(f"a.__i{ {'add': 'add', 'subtract': 'sub', 'multiply': 'mul', 'bitwise_or': 'or', 'floor_divide': 'floordiv', 'remainder': 'mod'}[name]}__(b)",
                      {"a": a, "b": b})
             assert a is v.a, "in-place operator returned another array"
-    tx = target.a.dtype
+    tx = target.a.torch_dtype
     try:
         t = result_dtype(fn, *keys)
         with np.errstate(all="ignore"):
@@ -438,7 +440,7 @@ def random_key(prog: Program, shape, for_set: bool, src: Var):
     if nd and rng.random() < 0.12:           # a whole-array mask (numpy or DArray)
         t = int(rng.integers(-3, 3))
         m = np.asarray(src.x) > t
-        if rng.random() < 0.5 and src.a.dtype != torch.bool:
+        if rng.random() < 0.5 and src.a.torch_dtype != torch.bool:
             return src.a > t, m, f"{src.name} > {t}"
         return m, m, f"({src.name}.to_numpy() > {t})"
     entries, nkeys, texts = [], [], []
@@ -513,7 +515,7 @@ def step_getitem(prog: Program):
     except IndexError:
         return expect_error(prog, desc, IndexError, lambda: v.a[key])
     got = v.a[key]
-    assert got.dtype == v.a.dtype
+    assert got.dtype == v.a.torch_dtype
     prog.add(got, np.array(want, copy=True), how=desc)
 
 
@@ -539,8 +541,8 @@ def step_setitem(prog: Program):
     shape = sel.shape
     r = prog.rng.random()
     if r < 0.3:
-        val = prog.scalar(v.a.dtype)
-        if v.a.dtype == torch.int64 and isinstance(val, float):
+        val = prog.scalar(v.a.torch_dtype)
+        if v.a.torch_dtype == torch.int64 and isinstance(val, float):
             val = int(val)                  # numpy truncates; dmath too (not tested here)
         vx, vdesc = val, repr(val)
     elif r < 0.5:
@@ -561,7 +563,7 @@ def step_setitem(prog: Program):
         vshape = vshape[1:]                 # leading 1s dropped, as numpy (and dmath) do
     if len(vshape) > len(shape) or any(a not in (1, b) for a, b in zip(vshape[::-1], shape[::-1])):
         return expect_error(prog, desc, ValueError, lambda: v.a.__setitem__(key, val))
-    vx = fit(np.asarray(vx), v.a.dtype).reshape(vshape)
+    vx = fit(np.asarray(vx), v.a.torch_dtype).reshape(vshape)
     v.a[key] = val
     v.x[int_key(nkey)] = np.broadcast_to(vx, shape)
     prog.say(desc)
@@ -598,7 +600,7 @@ def step_view(prog: Program):
 
 def step_redistribute(prog: Program):
     v = prog.pick()
-    lay = prog.layout(v.a.ndim, v.a.dtype)
+    lay = prog.layout(v.a.ndim, v.a.torch_dtype)
     method = "general" if prog.rng.random() < 0.2 else "auto"
     got = v.a.redistribute(lay, method=method)
     prog.add(got, np.array(v.x, copy=True), how=f"{v.name}.redistribute({lay}, method={method!r})")
@@ -699,7 +701,7 @@ def step_concat(prog: Program):
     if w is None or prog.rng.random() < 0.4:
         w = prog.fresh(tuple(sh))
     want = np.concatenate([np.asarray(v.x), np.asarray(w.x)], axis)
-    t = back(np.result_type(np_of(v.a.dtype), np_of(w.a.dtype)), (v.a.dtype, w.a.dtype))
+    t = back(np.result_type(np_of(v.a.torch_dtype), np_of(w.a.torch_dtype)), (v.a.torch_dtype, w.a.torch_dtype))
     desc = f"dmath.concatenate([{v.name}, {w.name}], {axis})"
     got = dmath.concatenate([v.a, w.a], axis)
     assert got.dtype == t, f"{desc}: dtype {got.dtype} != numpy's {t}"
@@ -707,7 +709,7 @@ def step_concat(prog: Program):
 
 
 def step_matmul(prog: Program):
-    v = prog.pick(lambda w: w.a.ndim == 2 and w.a.dtype in FLOATS)   # matmul: floats only
+    v = prog.pick(lambda w: w.a.ndim == 2 and w.a.torch_dtype in FLOATS)   # matmul: floats only
     if v is None:
         return step_binary(prog)
     m, k = v.a.shape
@@ -716,15 +718,15 @@ def step_matmul(prog: Program):
         w = prog.add(v.a.T, v.x.T, how=f"{v.name}.T")
     elif r >= 0.85:                 # matrix @ vector (iterative methods' product; issue 18's hang)
         # a vector used again (its cached gathered copy is hit) or a new one
-        w = prog.pick(lambda u: u.a.ndim == 1 and u.a.shape[0] == k and u.a.dtype in FLOATS)
+        w = prog.pick(lambda u: u.a.ndim == 1 and u.a.shape[0] == k and u.a.torch_dtype in FLOATS)
         if w is None:
-            w = prog.fresh((k,), t=v.a.dtype)
+            w = prog.fresh((k,), t=v.a.torch_dtype)
     else:
-        w = prog.pick(lambda u: u.a.ndim == 2 and u.a.shape[0] == k and u.a.dtype in FLOATS)
+        w = prog.pick(lambda u: u.a.ndim == 2 and u.a.shape[0] == k and u.a.torch_dtype in FLOATS)
         if w is None or r < 0.6:
-            w = prog.fresh((k, int(prog.rng.integers(1, 6))), t=v.a.dtype if prog.rng.random() < .7
+            w = prog.fresh((k, int(prog.rng.integers(1, 6))), t=v.a.torch_dtype if prog.rng.random() < .7
                            else FLOATS[int(prog.rng.integers(0, 4))])
-    t = back(np.result_type(np_of(v.a.dtype), np_of(w.a.dtype)), (v.a.dtype, w.a.dtype))
+    t = back(np.result_type(np_of(v.a.torch_dtype), np_of(w.a.torch_dtype)), (v.a.torch_dtype, w.a.torch_dtype))
     if t in (torch.float16, torch.bfloat16) and mag(v.x) * mag(w.x) * max(k, 1) > 3e4:
         return                      # would overflow float16: inf - inf is noise here
     desc = f"{v.name} @ {w.name}"
@@ -748,26 +750,26 @@ def step_astype(prog: Program):
     got = v.a.astype(t)
     assert got.dtype == t and got is not v.a        # a new array, as numpy's astype
     want = fit(np.asarray(v.x), t)
-    prog.add(got, want if t != v.a.dtype else np.array(v.x, copy=True),
+    prog.add(got, want if t != v.a.torch_dtype else np.array(v.x, copy=True),
              how=f"{v.name}.astype({NAMES[t]})")
 
 
 def step_where(prog: Program):
     v = prog.pick()
-    c = v.a > 0 if v.a.dtype != torch.bool else v.a
+    c = v.a > 0 if v.a.torch_dtype != torch.bool else v.a
     cx = np.asarray(v.x) > 0
     w = broadcastable(prog, v.a.shape)
     s = prog.scalar(torch.float64)
     got = dmath.where(c, w.a, s)
-    t = result_dtype(np.add, w.a.dtype, s) if w.a.dtype != torch.bool or not isinstance(s, bool) \
+    t = result_dtype(np.add, w.a.torch_dtype, s) if w.a.torch_dtype != torch.bool or not isinstance(s, bool) \
         else torch.bool
     want = np.where(cx, np.asarray(w.x), s)
-    assert got.dtype == t or w.a.dtype == torch.bool, f"where dtype {got.dtype} != {t}"
+    assert got.dtype == t or w.a.torch_dtype == torch.bool, f"where dtype {got.dtype} != {t}"
     prog.add(got, fit(want, got.dtype), how=f"dmath.where({v.name} > 0, {w.name}, {s})")
 
 
 def step_clip(prog: Program):
-    v = prog.pick(lambda w: w.a.dtype != torch.bool)
+    v = prog.pick(lambda w: w.a.torch_dtype != torch.bool)
     if v is None:
         return step_binary(prog)
     got = dmath.clip(v.a, -3, 5)

@@ -33,13 +33,13 @@ def step_regrid(prog):
     v = prog.pick()
     grids = [g for g in F.GRIDS if g != prog.grid] or F.GRIDS
     g2 = grids[int(prog.rng.integers(0, len(grids)))]
-    lay2 = F.random_layout(prog.rng, v.a.ndim, g2, partial=v.a.dtype != torch.bool)
+    lay2 = F.random_layout(prog.rng, v.a.ndim, g2, partial=v.a.torch_dtype != torch.bool)
     moved = v.a.redistribute(lay2, grid=g2)
     want = np.array(v.x, copy=True)
     prog.say(f"# {v.name}.redistribute({lay2}, grid={g2!r})")
     F.compare(F.Var(f"{v.name} on {g2!r}", moved, want))
     F.check_pieces([moved], [want], [f"{v.name} on {g2!r}"])
-    lay = prog.layout(v.a.ndim, v.a.dtype)
+    lay = prog.layout(v.a.ndim, v.a.torch_dtype)
     prog.add(moved.redistribute(lay, grid=prog.grid), want,
              how=f"(...).redistribute({lay}, grid={prog.grid!r})")
 
