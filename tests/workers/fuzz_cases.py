@@ -638,7 +638,7 @@ def step_reduce(prog: Program):
     elif name in ("sum", "cumsum") and a.dtype == torch.bool:
         t = torch.int64
     else:
-        t = a.dtype
+        t = a.torch_dtype
     assert got.dtype == t, f"{desc}: dtype {got.dtype} != {t}"
     tol = t in FLOATS and name not in ("max", "min")
     if tol:     # checked with a tolerance now, then the mirror takes dmath's values
