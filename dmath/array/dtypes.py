@@ -115,7 +115,6 @@ _NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
           "float16", "bfloat16", "float32", "float64", "complex64", "complex128")
 ALL: dict[str, DType] = {n: DType(n, getattr(torch, n)) for n in _NAMES}
 BY_TORCH: dict[torch.dtype, DType] = {d.torch: d for d in ALL.values()}
-bool, int8, int16, int32, int64, uint8 = (ALL[n] for n in _NAMES[:6])  # noqa: A001
 float16, bfloat16, float32, float64, complex64, complex128 = (ALL[n] for n in _NAMES[9:])
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
