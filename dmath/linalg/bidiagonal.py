@@ -4,20 +4,28 @@
 each panel of nb columns k .. k+kb, with U, X (m x i) and Y, V (n x i)
 replicated and A not touched inside the panel (current A = A - U Y^T - X V^T):
 
-    P, R   := A[:, panel], A[panel, :]              replicated (two all-reduces)
+    P, R   := A[:, panel], A[panel, :]              replicated (one all-reduce; torch loop: two)
     for j in panel:
         a      := P[:, j] - U Y[j]^T - X V[j]^T         column j, up to date
         d_j, tauq_j, u := larfg(a[j:])
-        y      := tauq (A^T u - Y (U^T u) - V (X^T u))  distributed matvec (n)
+        y      := tauq (A^T u - Y (U^T u) - V (X^T u))  one all-reduce (n + 2i)
         r      := R[j] - Y U[j]^T - V X[j]^T             row j, up to date
         e_j, taup_j, v := larfg(r[j+1:])
-        x      := taup (A v - U (Y^T v) - X (V^T v))     distributed matvec (m)
+        x      := taup (A v - U (Y^T v) - X (V^T v))     one all-reduce (m + 2i + 1)
     A[rest, rest] -= U Y^T + X V^T                    local GEMM on each piece
 
 so A = Q B P^T, Q = H_0 ... H_{n-1}, P = G_0 ... G_{n-2}. u_j is kept in A's
 dead column j (rows >= j), v_j in its dead row j (columns > j). Cost:
 4 m n^2 - 4 n^3 / 3 flops, half BLAS 2 (the matvecs), half GEMM; 2n
 all-reduces of m + n elements. Memory per rank: its piece plus 4 panels.
+
+On CPU float32 / float64 the column loop runs in local OpenBLAS gemv calls on
+numpy views (``onestage.Workspace``: L = (u, x) and R = (y, v) interleaved,
+so each correction is one gemv; the partial products U^T u, X^T u (Y^T v,
+V^T v) split over the ranks and packed behind A^T u (A v) in the
+reflector's one all-reduce; the products read only the trailing rows and
+columns); ``reduce_torch`` is the same loop in torch ops (GPU pieces, and
+the old path for ``benchmarks/onestage.py``).
 
 ``back_q`` / ``back_p`` apply Q / P to a block-cyclic matrix from the left
 (pdormbr), panel by panel in reverse.

@@ -8,7 +8,7 @@ one GEMM on each rank's piece). For each panel of nb columns k .. k+kb:
     for j in panel:  (V, W: n x i, replicated)
         a      := P[:, j] - V W[j]^T - W V[j]^T            column j, up to date
         d_j, e_j, tau_j, v := larfg(a[j+1:])
-        y      := A[:, j+1:] v                 distributed matvec: one all-reduce (n)
+        y      := A[j+1:, j+1:] v, with W^T v and V^T v     one all-reduce (n + 2i)
         y      -= V (W^T v) + W (V^T v)
         w      := tau y - (tau^2 / 2)(y^T v) v;  V, W gain v, w
     A[rest, rest] -= V W^T + W V^T           local GEMM on each rank's piece
@@ -18,6 +18,12 @@ vectors v_j are kept in A's dead column j (rows > j); the d, e and taus are
 replicated on every rank. Cost: 4n^3/3 flops, half in the matvecs (BLAS 2,
 memory bound, as in every one-stage reduction) and half in the GEMMs; n
 all-reduces of n elements. Memory per rank: its piece plus 2 n x nb panels.
+
+On CPU float32 / float64 the column loop runs in local OpenBLAS gemv calls on
+numpy views (``onestage.Workspace``: V and W interleaved in one panel, the
+products W^T v, V^T v split over the ranks and packed behind y in the
+column's one all-reduce); ``reduce_torch`` is the same loop in torch ops
+(GPU pieces, and the old path for ``benchmarks/onestage.py``).
 
 ``back`` applies Q to a block-cyclic Z (n x k) from the left, panel by panel
 in reverse (block reflectors, ``reflectors.apply``): pdormtr.
