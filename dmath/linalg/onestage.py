@@ -66,11 +66,10 @@ def _blas(dtype: np.dtype):
 
 
 def usable(M: BC) -> bool:
-    """Whether ``Workspace`` can run on M: a contiguous CPU float32 / float64 piece and
-    scipy's OpenBLAS present."""
+    """Whether ``Workspace`` can run on M: a CPU float32 / float64 piece and scipy's
+    OpenBLAS present (the same answer on every rank: the two loops' collectives differ)."""
     a = M.a
     return (a.device.type == "cpu" and a.dtype in (torch.float32, torch.float64)
-            and a.is_contiguous() and not a.requires_grad
             and _blas(np.float64 if a.dtype == torch.float64 else np.float32) is not None)
 
 
@@ -86,7 +85,9 @@ class Workspace:
 
     def __init__(self, M: BC, left: int, right: int | None):
         self.M = M
-        self.a = M.a.numpy()
+        if not M.a.is_contiguous():
+            M.a = M.a.contiguous()
+        self.a = M.a.detach().numpy()
         self.dt = self.a.dtype
         self.isz = self.dt.itemsize
         self._gemv, self._nrm2 = _blas(self.dt)
