@@ -9,6 +9,8 @@ the reduction before ``onestage.py``) and in local OpenBLAS gemv with one
 packed all-reduce per reflector (``local_blas=True``): the fastest of
 ``--repeats`` runs, the slowest rank's time, one thread per rank. Both
 results are checked against numpy's eigenvalues / singular values. With
+``--solvers`` also the whole ``linalg.eigh`` and ``linalg.svd`` (on one rank
+they call scipy, so use it with several ranks) with either reduction. With
 ``--write`` the table goes into docs/performance.md (between this script's
 markers).
 """
@@ -61,6 +63,21 @@ def worker(args) -> None:
             if err > 10:
                 raise RuntimeError(f"{what} local_blas={new}: scaled error {err:.3g}")
             out[f"{what}_{'new' if new else 'old'}"] = best
+    if args.solvers:                       # the whole eigh / svd, old or new reduction inside
+        from dmath.linalg import onestage
+        usable = onestage.usable
+        for new in (False, True):
+            onestage.usable = usable if new else (lambda M: False)
+            for what, fn in (("eigh", lambda: dmath.linalg.eigh(S, nb=nb)),
+                             ("svd", lambda: dmath.linalg.svd(A, nb=nb))):
+                best = float("inf")
+                for _ in range(args.repeats):
+                    world.barrier()
+                    t0 = time.perf_counter()
+                    fn()
+                    best = min(best, max(world.allgather_obj(time.perf_counter() - t0)))
+                out[f"{what}_{'new' if new else 'old'}"] = best
+        onestage.usable = usable
     if world.rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
 
@@ -72,6 +89,8 @@ def main() -> None:
     ap.add_argument("--nb", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--n", type=int, default=512)
+    ap.add_argument("--solvers", action="store_true",
+                    help="also time the whole eigh and svd with the old and the new reduction")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     if under_mpi():
@@ -81,19 +100,21 @@ def main() -> None:
     for p in (int(x) for x in args.ranks.split(",")):
         for n in (int(x) for x in args.sizes.split(",")):
             r = run_child([__file__, "--n", str(n), "--nb", str(args.nb), "--repeats",
-                           str(args.repeats)], p, single_thread=("OMP_NUM_THREADS",
-                                                                 "OPENBLAS_NUM_THREADS"))
+                           str(args.repeats)] + (["--solvers"] if args.solvers else []), p,
+                          single_thread=("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"))
             rows.append(r)
             print(json.dumps(r), flush=True)
     cmd = (f"python benchmarks/onestage.py --ranks {args.ranks} --sizes {args.sizes} "
-           f"--nb {args.nb} --repeats {args.repeats}")
+           f"--nb {args.nb} --repeats {args.repeats}" + (" --solvers" if args.solvers else ""))
     lines = [BEGIN, "", "One-stage reductions (eigh's tridiagonal, svd's bidiagonal), float64, "
              f"nb = {args.nb}, one thread per rank, fastest of {args.repeats}, slowest rank "
              "(`" + cmd + "`). old: per-column work in torch ops; new: `onestage.py`, local "
              "OpenBLAS gemv and one packed all-reduce per reflector.", "",
-             "| reduction | n | ranks | old s | new s | speed-up |", "|---|---:|---:|---:|---:|---:|"]
+             "| reduction (or the whole routine) | n | ranks | old s | new s | speed-up |", "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
-        for what in ("tridiagonal", "bidiagonal"):
+        for what in ("tridiagonal", "bidiagonal", "eigh", "svd"):
+            if f"{what}_old" not in r:
+                continue
             o, w = r[f"{what}_old"], r[f"{what}_new"]
             lines.append(f"| {what} | {r['n']} | {r['ranks']} | {o:.3f} | {w:.3f} | {o / w:.2f}x |")
     lines += ["", END]
