@@ -44,7 +44,8 @@ def worker(args) -> None:
     S, A = (dmath.from_numpy(x, dmath.block_cyclic(nb), grid=grid) for x in (s, a))
     ref = {"tridiagonal": np.linalg.eigvalsh(s), "bidiagonal": np.linalg.svd(a, compute_uv=False)}
     out = {"n": n, "nb": nb, "ranks": world.size}
-    for what, X, fn in (("tridiagonal", S, tridiagonal.reduce), ("bidiagonal", A, bidiagonal.reduce)):
+    for what, X, fn in (("tridiagonal", S, tridiagonal.reduce),
+                        ("bidiagonal", A, bidiagonal.reduce)):
         for new in (False, True):
             best = float("inf")
             for _ in range(args.repeats):
@@ -110,7 +111,8 @@ def main() -> None:
              f"nb = {args.nb}, one thread per rank, fastest of {args.repeats}, slowest rank "
              "(`" + cmd + "`). old: per-column work in torch ops; new: `onestage.py`, local "
              "OpenBLAS gemv and one packed all-reduce per reflector.", "",
-             "| reduction (or the whole routine) | n | ranks | old s | new s | speed-up |", "|---|---:|---:|---:|---:|---:|"]
+             "| reduction (or the whole routine) | n | ranks | old s | new s | speed-up |",
+             "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         for what in ("tridiagonal", "bidiagonal", "eigh", "svd"):
             if f"{what}_old" not in r:
