@@ -279,4 +279,40 @@ for gi, grid in enumerate(grids()):
     if gi in (0, len(grids()) - 1):                       # a 2-D and the 1-D grid
         C.ok(case_spectral(grid, lay))
         C.ok(case_nan(grid, lay))
+
+
+def case_onestage_reductions():
+    """tridred: the reductions' two loops (onestage's local BLAS and the torch ops the
+    GPU runs) give the same tridiagonal / bidiagonal, with numpy's spectrum, on an
+    uneven size and block (float64, float32)."""
+    from dmath.linalg import bidiagonal, onestage, tridiagonal
+    from dmath.linalg._bc import to_bc
+    g = dmath.Grid(dmath.runtime.most_square(p))
+    done = 0
+    for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-3)):
+        s = symmetric(29, "random")
+        g_ = general(31, 22, "random")
+        S = dmath.from_numpy(s, dmath.block_cyclic(4), grid=g, dtype=dtype)
+        A = dmath.from_numpy(g_, dmath.block_cyclic(3), grid=g, dtype=dtype)
+        out = {}
+        for blas in (True, False):
+            d, e, _ = tridiagonal.reduce(to_bc(S, 4, g), blas)
+            bd, be, _, _ = bidiagonal.reduce(to_bc(A, 3, g), blas)
+            out[blas] = (d, np.abs(e), np.abs(bd), np.abs(be))
+        assert onestage.usable(to_bc(S, 4, g)), "onestage not usable on CPU"
+        scale = max(n1(s), n1(g_))
+        for x, y in zip(out[True], out[False]):
+            assert np.allclose(x, y, rtol=0, atol=tol * scale), f"onestage {dtype}: loops differ"
+        d, e = out[True][0], out[True][1]
+        w = np.linalg.eigvalsh(np.diag(d) + np.diag(e, 1) + np.diag(e, -1))
+        assert np.allclose(w, np.linalg.eigvalsh(stored(s, dtype)), rtol=0, atol=tol * scale)
+        bd, be = out[True][2], out[True][3]
+        sv = np.linalg.svd(np.diag(bd) + np.diag(be, 1), compute_uv=False)
+        assert np.allclose(sv, np.linalg.svd(stored(g_, dtype), compute_uv=False), rtol=0,
+                           atol=tol * scale)
+        done += 3
+    return done
+
+
+C.ok(case_onestage_reductions())
 C.report()
