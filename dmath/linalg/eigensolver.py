@@ -11,7 +11,7 @@ eigenvalues LAPACK finds on every rank (``lapacke.band_eigvals``). ``eigh``:
 2. T (O(n), replicated): eigenvalues by dsterf; eigenvectors Z by inverse
    iteration (dstein per cluster of close eigenvalues, ``inverse_iteration``),
    each rank computing only its block-cyclic columns of Z (``vectors.cols_bc``);
-   when a cluster is larger than 32 or a check fails (or DMATH_EIGH_VECTORS=dbdsqr),
+   when a cluster is larger than 32 or a check fails (or DMATH_EIGH_VECTORS=dbdsqr, ``runtime.agreed``),
    by dbdsqr through T's shifted Cholesky factor, each rank computing only its
    n / p rows of Z (``vectors.rows_bc``).
 3. V = Q Z (``tridiagonal.back``), V to A's layout. A subset (by index or
@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from ..array import DArray, Layout
+from ..runtime import agreed
 from ..runtime.dispatch import command
 from ._bc import BC, LinAlgError, bc_layout, block_size, grid2, one_rank, to_bc, whole
 from . import band, inverse_iteration, lapacke, tridiagonal, vectors
@@ -177,10 +178,14 @@ VECTORS = ("stein", "dbdsqr")
 LAST_VECTORS = [""]         # the method the last distributed eigh used for T's vectors (tests)
 
 
+agreed.register("DMATH_EIGH_VECTORS", lambda: os.environ.get("DMATH_EIGH_VECTORS", "stein"))
+
+
 def vectors_method() -> str:
-    """The tridiagonal eigenvector method: env DMATH_EIGH_VECTORS (``stein``, the default,
-    or ``dbdsqr``)."""
-    m = os.environ.get("DMATH_EIGH_VECTORS", "stein").strip().lower() or "stein"
+    """The tridiagonal eigenvector method: rank 0's DMATH_EIGH_VECTORS at ``init``
+    (``runtime.agreed``; tests switch it with ``agreed.override``): ``stein``, the
+    default, or ``dbdsqr``."""
+    m = str(agreed.get("DMATH_EIGH_VECTORS")).strip().lower() or "stein"
     if m not in VECTORS:
         raise ValueError(f"eigh: DMATH_EIGH_VECTORS must be one of {VECTORS}, not {m!r}")
     return m

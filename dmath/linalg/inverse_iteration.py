@@ -82,46 +82,58 @@ class Plan:
         """Every cluster small enough for inverse iteration."""
         return self.largest <= MAX_CLUSTER
 
-    def _cluster(self, c: int) -> tuple[np.ndarray, bool]:
-        """(the n_blk x size vectors of cluster c, in block order; whether they pass the check)."""
-        if self._last[0] == c:
-            return self._last[1], self._last[2]
-        b = int(self.cl_block[c])
+    def _solve(self, b: int, w: np.ndarray, qr: bool) -> tuple[np.ndarray, bool]:
+        """(dstein's n_blk x len(w) vectors of block b for its eigenvalues w (ascending),
+        made orthonormal by a QR if ``qr``; whether they pass the checks)."""
         s, t = int(self.starts[b]), int(self.stops[b])
-        w = self.allv[self.cl_lo[c]:self.cl_hi[c]]
-        nb_, k = t - s, len(w)
-        if nb_ == 1:
-            z, good = np.ones((1, 1)), True
-        else:
-            d, e = self.d[s:t], self.e[s:t - 1]
-            z, info = dstein(d, e, w, np.ones(nb_, np.int32),
-                             np.full(nb_, nb_, np.int32))
-            z = z[:, :k]
-            good = info == 0
-            if k > 1 and good:
-                q, r = np.linalg.qr(z)
-                z = q * np.sign(np.diag(r))
-            if good:
-                res = d[:, None] * z - w * z
-                res[:-1] += e[:, None] * z[1:]
-                res[1:] += e[:, None] * z[:-1]
-                tol = RESIDUAL * nb_ * np.finfo(np.float64).eps * max(self.norm, np.finfo(float).tiny)
-                good = bool(np.abs(res).sum(axis=0).max() <= tol)
-        self._last = (c, z, good)
-        return z, good
+        m, k = t - s, len(w)
+        if m == 1:
+            return np.ones((1, k)), True
+        d, e = self.d[s:t], self.e[s:t - 1]
+        z, info = dstein(d, e, w, np.ones(m, np.int32), np.full(m, m, np.int32))
+        z = z[:, :k]
+        if info != 0:
+            return z, False
+        if qr and k > 1:
+            q, r = np.linalg.qr(z)
+            z = q * np.where(np.diag(r) < 0, -1.0, 1.0)
+        res = d[:, None] * z - w * z
+        res[:-1] += e[:, None] * z[1:]
+        res[1:] += e[:, None] * z[:-1]
+        tol = RESIDUAL * m * np.finfo(np.float64).eps * max(self.norm, np.finfo(np.float64).tiny)
+        return z, bool(np.abs(res).sum(axis=0).max() <= tol)
+
+    def _cluster(self, c: int) -> tuple[np.ndarray, bool]:
+        """The n_blk x size vectors of cluster c (block order), checked; the last one is kept
+        (a cluster cut by a chunk boundary is solved once)."""
+        if self._last[0] != c:
+            w = self.allv[self.cl_lo[c]:self.cl_hi[c]]
+            self._last = (c, *self._solve(int(self.cl_block[c]), w, True))
+        return self._last[1], self._last[2]
 
     def cols(self, cols: np.ndarray) -> tuple[np.ndarray, bool]:
         """(Z[:, cols] (n x len(cols), float64) for ascending-eigenvalue column indices
-        ``cols``; whether every cluster used passed its checks)."""
+        ``cols``; whether every cluster used passed its checks). Single-eigenvalue
+        clusters of one block go to dstein together (their gaps exceed its ORTOL, so it
+        does not mix them); larger clusters one call each."""
+        cols = np.asarray(cols, dtype=np.int64)
         out = np.zeros((self.n, len(cols)))
         good = True
         cl = self.cluster[cols]
-        for c in dict.fromkeys(cl.tolist()):
+        single = (self.cl_hi - self.cl_lo)[cl] == 1
+        blk = self.cl_block[cl]
+        for b in np.unique(blk[single]):
+            where = np.flatnonzero(single & (blk == b))
+            where = where[np.argsort(self.order[cols[where]])]        # ascending in the block
+            z, g = self._solve(int(b), self.allv[self.order[cols[where]]], False)
+            good &= g
+            out[self.starts[b]:self.stops[b], where] = z
+        multi = ~single
+        for c in dict.fromkeys(cl[multi].tolist()):
             z, g = self._cluster(c)
             good &= g
             b = int(self.cl_block[c])
-            s, t = int(self.starts[b]), int(self.stops[b])
             where = np.flatnonzero(cl == c)
-            inner = self.order[np.asarray(cols)[where]] - self.cl_lo[c]   # column within cluster
-            out[s:t, where] = z[:, inner]
+            inner = self.order[cols[where]] - self.cl_lo[c]             # column within cluster
+            out[self.starts[b]:self.stops[b], where] = z[:, inner]
         return out, good

@@ -12,6 +12,11 @@ without ever holding more than its piece plus one chunk:
 
 so no rank builds a full row slab and redistributes it (which held the slab, its
 block-cyclic copy and the exchange buffers: 3-4x the share at once).
+
+``cols_bc`` is the same by columns, for methods that give any subset of the
+columns (inverse iteration, ``inverse_iteration``): the ranks of grid column c
+split c's columns into contiguous runs, compute theirs a chunk at a time and
+send each grid-column peer its rows (one all-to-all-v down the grid column).
 """
 from __future__ import annotations
 

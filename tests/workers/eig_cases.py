@@ -310,13 +310,12 @@ def vectors_matrix(n: int, kind: str) -> np.ndarray:
 def case_vectors(grid, name, lay, n, dtype, kind, nb, method, expect):
     """eigh with DMATH_EIGH_VECTORS=method: scaled residual / orthogonality < LIMIT and the
     tridiagonal vectors made by ``expect`` (stein / dbdsqr)."""
-    import os
     from dmath.linalg import eigensolver
+    from dmath.runtime import agreed
     what = f"vectors {method} {grid!r} {name} n={n} {dtype} {kind} nb={nb}"
     a = stored(vectors_matrix(n, kind), dtype)
     A = dmath.from_numpy(a, lay, grid=grid, dtype=dtype)
-    os.environ["DMATH_EIGH_VECTORS"] = method
-    try:
+    with agreed.override("DMATH_EIGH_VECTORS", method):
         eigensolver.LAST_VECTORS[0] = ""
         w, V = la.eigh(A, nb=nb)
         assert eigensolver.LAST_VECTORS[0] == expect, \
@@ -331,14 +330,12 @@ def case_vectors(grid, name, lay, n, dtype, kind, nb, method, expect):
         vs = host(Vs)
         scaled(n1(a @ vs - vs * host(ws)), n1(a) * n * e, f"{what} subset residual")
         scaled(n1(vs.T @ vs - np.eye(hi - lo + 1)), n * e, f"{what} subset orthogonality")
-    finally:
-        os.environ.pop("DMATH_EIGH_VECTORS", None)
     return 4
 
 
 def vectors_cases() -> int:
-    import os
     from dmath.linalg import _bc, inverse_iteration
+    from dmath.runtime import agreed
     done = 0
     local = _bc.LOCAL_WHEN_ONE_RANK
     _bc.LOCAL_WHEN_ONE_RANK = False                         # 1 rank: the distributed path too
@@ -362,15 +359,13 @@ def vectors_cases() -> int:
             done += case_vectors(grid, name, lay, 30, torch.float64, "glued", 4, "stein", "dbdsqr")
         finally:
             inverse_iteration.RESIDUAL = 10.0
-        os.environ["DMATH_EIGH_VECTORS"] = "qr"             # a bad method: ValueError everywhere
-        try:
-            la.eigh(dmath.from_numpy(np.eye(4), lay, grid=grid))
-            raise AssertionError("DMATH_EIGH_VECTORS=qr did not raise")
-        except ValueError as e:
-            assert "DMATH_EIGH_VECTORS" in str(e), str(e)
-            done += 1
-        finally:
-            os.environ.pop("DMATH_EIGH_VECTORS", None)
+        with agreed.override("DMATH_EIGH_VECTORS", "qr"):   # a bad method: ValueError everywhere
+            try:
+                la.eigh(dmath.from_numpy(np.eye(4), lay, grid=grid))
+                raise AssertionError("DMATH_EIGH_VECTORS=qr did not raise")
+            except ValueError as e:
+                assert "DMATH_EIGH_VECTORS" in str(e), str(e)
+                done += 1
     finally:
         _bc.LOCAL_WHEN_ONE_RANK = local
     return done
