@@ -53,16 +53,15 @@ class Plan:
         col[:-1] += ae
         col[1:] += ae
         self.norm = float(col.max()) if n else 0.0                      # ||T||_1
-        vals, blk, cl_start, cl_block = [], [], [], []
+        vals, cl_start, cl_block = [], [], []
         for b, (s, t) in enumerate(zip(self.starts, self.stops)):
             w = lapacke.eigvals(d[s:t], e[s:t - 1])
             new = np.ones(len(w), dtype=bool)
             new[1:] = np.diff(w) > GAP * self.norm
             first = np.flatnonzero(new)
-            cl_start.append(len(np.concatenate(vals)) + first if vals else first)
+            cl_start.append(s + first)                  # block b's values sit at s .. t-1
             cl_block.append(np.full(len(first), b))
             vals.append(w)
-            blk.append(np.full(len(w), b))
         allv = np.concatenate(vals) if n else np.zeros(0)
         pos = np.concatenate(cl_start) if n else np.zeros(0, np.int64)   # cluster starts (block order)
         cid = np.cumsum(np.isin(np.arange(n), pos)) - 1                 # cluster of each (block order)
