@@ -89,8 +89,10 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
         U = torch.empty((kb, a.shape[1] - lc1), dtype=a.dtype, device=a.device)
         if U.numel():
             if M.myr == rk:                                            # U12 := L11^-1 A12
-                U.copy_(torch.linalg.solve_triangular(P[:kb], a[lr0:lr1, lc1:], upper=False,
-                                                      unitriangular=True))
+                # as (A12^T L11^-T)^T: torch's right solve on the transposed views runs
+                # ~2x faster than its left solve on the row-major block (measured)
+                U.copy_(torch.linalg.solve_triangular(P[:kb].mT, a[lr0:lr1, lc1:].mT, upper=True,
+                                                      left=False, unitriangular=True).mT)
                 a[lr0:lr1, lc1:] = U
             M.col.bcast(U, rk)                                         # U12[*,c]
         return P[lr1 - lr0:], U
