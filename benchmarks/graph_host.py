@@ -142,7 +142,11 @@ def fit_rows(name: str, args, dev) -> dict:
         hist = tr.fit(loader, args.epochs)
         if graphs and (tr.graphs.failed is not None or not tr.graphs.graphs):
             raise RuntimeError(f"dmath {name}: no graph ({tr.graphs.failed})")
-        out["graphs" if graphs else "eager"] = 1e6 * hist[-1]["seconds"] / len(loader)
+        k = "graphs" if graphs else "eager"
+        out[k] = 1e6 * hist[-1]["seconds"] / len(loader)
+        out[k + " loss"] = hist[-1]["train_loss"]
+    if not out["graphs loss"] == out["graphs loss"]:          # NaN
+        raise RuntimeError(f"dmath {name}: the replayed steps' loss is NaN")
     return out
 
 
@@ -263,12 +267,14 @@ def main(argv=None) -> int:
                   flush=True)
     if args.fit:
         print(f"\nTrainer.fit, {args.steps} steps an epoch, the last of {args.epochs} epochs:")
-        print("| model | graphs fit us/step | eager fit us/step | eager / graphs |")
-        print("|---|---|---|---|")
+        print("| model | graphs fit us/step | eager fit us/step | eager / graphs "
+              "| last epoch's loss, graphs / eager |")
+        print("|---|---|---|---|---|")
         for name in args.models.split(","):
             r = fit_rows(name, args, dev)
             print(f"| {name} | {r['graphs']:.1f} | {r['eager']:.1f} | "
-                  f"{r['eager'] / r['graphs']:.2f} |", flush=True)
+                  f"{r['eager'] / r['graphs']:.2f} | {r['graphs loss']:.6f} / "
+                  f"{r['eager loss']:.6f} |", flush=True)
     dmath.finalize()
     return 0
 

@@ -174,7 +174,7 @@ class _Graph:
         self.dst = [a.local for b in copied for a in b]
         self.touched = [*arrays, *(a for b in copied for a in b)]
         n = len(inputs)
-        dev = arrays[0].local.device if arrays else torch.device("cpu")
+        dev = inputs[0][0].local.device
         # the stats ring: row r holds [loss sum, correct] of each micro-batch of a step,
         # written inside the step at the row named by "stats.row"
         self.ring = torch.zeros((RING, n, 2), dtype=torch.float64, device=dev)
@@ -185,6 +185,8 @@ class _Graph:
                         (torch.arange(b[0].local.shape[0], device=src[0].device),
                          torch.arange(b[1].local.shape[0], device=src[1].device))
                         for b, src in zip(inputs, sources)]
+        # the step values naming where each gathered micro-batch's rows start
+        self.names = [(f"data.x{k}", f"data.y{k}") for k in range(n)]
 
     def pieces_valid(self) -> bool:
         """The arrays hold the pieces the kernels were recorded on (a C-level loop)."""
@@ -201,7 +203,8 @@ class _Graph:
                 if r is None or r[0] is not y or r[1] is not src[0] or r[3] is not src[1] \
                         or x.shape != X.shape:
                     return False
-                numbers[_XNAMES[k]], numbers[_YNAMES[k]] = r[2], r[4]
+                nx, ny = self.names[k]
+                numbers[nx], numbers[ny] = r[2], r[4]
             elif x.shape != X.shape or y.shape != Y.shape or resident_rows(x) is not None \
                     or x._local.dtype != X._local.dtype or y._local.dtype != Y._local.dtype \
                     or not (x.layout is X.layout or x.layout == X.layout) \
@@ -214,10 +217,6 @@ class _Graph:
         out = self.rows[self.row]
         self.row = (self.row + 1) % RING
         return out
-
-
-_XNAMES = [f"data.x{k}" for k in range(64)]
-_YNAMES = [f"data.y{k}" for k in range(64)]
 
 
 _LOCAL = attrgetter("_local")
@@ -330,10 +329,8 @@ class StepGraphs:
                         if src is None else a for a in b) for b, src in zip(batches, sources)]
         g = _Graph(self.backend(), inputs, arrays, sources, (edits(), tr.optimizer.revision))
         g.rows = [tr.stats_of(list(r.unbind(0)), copy=False) for r in g.ring.unbind(0)]
-        for k, src in enumerate(sources):
-            if src is not None:
-                r = resident_rows(batches[k][0])
-                numbers[_XNAMES[k]], numbers[_YNAMES[k]] = r[2], r[4]
+        if not g.takes(batches, numbers):          # (puts the gathered batches' rows in)
+            raise RuntimeError("StepGraphs: a new graph does not take its own batch")
         numbers["stats.row"] = g.row
         self._feed(g, batches)
         touch_all(g.touched[len(arrays):])
@@ -385,8 +382,8 @@ class StepGraphs:
         inputs = []
         for k, ((x, y), src, ar) in enumerate(zip(g.inputs, g.sources, g.aranges)):
             if src is not None:
-                lx = src[0].index_select(0, ar[0] + values.get(_XNAMES[k]))
-                ly = src[1].index_select(0, ar[1] + values.get(_YNAMES[k]))
+                lx = src[0].index_select(0, ar[0] + values.get(g.names[k][0]))
+                ly = src[1].index_select(0, ar[1] + values.get(g.names[k][1]))
                 x, y = DArray(lx, x.shape, x.layout, x.grid), DArray(ly, y.shape, y.layout, y.grid)
             inputs.append((x, y))
         stats = self.trainer.eager_step(inputs)

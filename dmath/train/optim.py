@@ -144,6 +144,9 @@ class _StateList(list):
         locals()[_m] = _revising(list, _m)
     del _m
 
+    def __reduce__(self):             # pickled (copied) as a plain list
+        return list, (list(self),)
+
 
 class _StateDict(dict):
     """``Optimizer.state``: name -> ``_StateList``; any change counts a revision."""
@@ -171,6 +174,9 @@ class _StateDict(dict):
             self[k] = v
         return self[k]
 
+    def __reduce__(self):             # pickled (copied) as a plain dict (re-wrapped on load)
+        return dict, (dict(self),)
+
 
 class Optimizer:
     """Base: ``params``, ``lr``, ``step()``, ``zero_grad()``, ``state_dict()``.
@@ -189,6 +195,10 @@ class Optimizer:
         elif name in self._hyper:
             self.revised()
         object.__setattr__(self, name, value)
+
+    def __setstate__(self, st: dict) -> None:      # unpickled: the state watched again
+        self.__dict__.update(st)
+        self.state = st.get("state", {})
 
     def revised(self) -> None:
         """Count a change of what a captured step bakes in (``revision``)."""

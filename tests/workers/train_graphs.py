@@ -122,8 +122,7 @@ for backend in BACKENDS:
 # a device-resident epoch (resident=True; the GPU's default): batches are views of the
 # epoch's rows, rewritten in place each epoch, and the captured step gathers its batch
 # from them (the step values name the rows): the same curves as eager steps on host batches
-for model, opt, precision, acc in (("lenet", "adamw", "fp32", 1), ("resnet", "sgd", "fp32", 2),
-                                   ("lenet", "sgd", "bf16", 1)):
+for model, opt, precision, acc in (("lenet", "adamw", "fp32", 1), ("lenet", "sgd", "bf16", 2)):
     kw = dict(model=model, opt=opt, precision=precision, accumulate=acc)
     ref, a, ea = fit(False, **kw)
     tr, b, eb = fit("replay", resident=True, **kw)
@@ -185,7 +184,7 @@ for graphs in (False, "replay"):
     tr.fit(loader, 2, val=val)
     c = [tr.graphs.captures if graphs else 0]
     tr.optimizer.weight_decay = tr.optimizer.weight_decay
-    tr.fit(loader, 3, val=val)
+    tr.fit(loader, 3)
     c.append(tr.graphs.captures if graphs else 0)
     tr.optimizer.betas = (0.8, 0.99)
     tr.fit(loader, 4)
@@ -199,9 +198,12 @@ for graphs in (False, "replay"):
     runs.append(tr.step_losses)
     counts.append(c)
 same(runs[0], runs[1], tolerance("fp32"), "invalidations")
-# 2 shapes; same settings: none; new betas: 2; optimizer state reloaded (new arrays): 2;
-# model reloaded: 2
-assert counts[1] == [2, 2, 4, 6, 8], counts[1]
+# epochs 1-2: the batches of 8 (captured at their third step); epoch 3: the last batch
+# (of 4, seen for the third time); the same weight decay set again: nothing; new betas
+# (epoch 4): the batches of 8 again; the optimizer's state reloaded (new arrays): they
+# again; the model reloaded (epoch 6): they again, and the last batch, now seen three
+# times with the new betas
+assert counts[1] == [1, 2, 3, 4, 6], counts[1]
 passed += 1
 
 # settings changed between epochs (dropout p, weight decay): another graph, as eager
