@@ -397,7 +397,7 @@ class DataLoader:
     def _resident_batch(self, i: int, dev: torch.device) -> tuple[DArray, DArray]:
         """Batch ``i`` cut on the device: my rows of it, normalised as ``Dataset.read``.
         When the epoch's normalised rows fit (``EPOCH_BYTES``) they are gathered once per
-        epoch and a batch is a slice of them (no kernel per batch)."""
+        epoch, in place, and a batch is a view of them made once (no kernel per batch)."""
         ds = self.dataset
         if self._device_data is None:
             n = len(ds)
