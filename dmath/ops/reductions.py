@@ -150,7 +150,7 @@ def _finish(a: DArray, local: torch.Tensor, axes: tuple, keepdims: bool, op: str
             with_partial: bool = False) -> DArray:
     p = _reduction(a, axes, keepdims, with_partial)
     if p.comm is not None:
-        local = p.comm.allreduce(local, op)
+        local = p.comm.allreduce_(local, op)     # in place: ``local`` is the kernel's output
     return DArray(local.reshape(p.local_shape), p.shape, p.layout, a.grid)
 
 

@@ -115,6 +115,10 @@ class HostMPI(Transport):
         self.mpi.Allreduce(self._buf(t), self._buf(out), op=getattr(MPI, _MPI_OPS[op]))
         return out
 
+    def allreduce_(self, t: torch.Tensor, op: str) -> None:
+        """``op``-reduce contiguous CPU ``t`` over the group into ``t`` itself."""
+        self.mpi.Allreduce(MPI.IN_PLACE, self._buf(t), op=getattr(MPI, _MPI_OPS[op]))
+
     def allgatherv(self, t, counts):
         out = self._empty(sum(counts), t)
         self.mpi.Allgatherv(self._buf(t), [self._buf(out), (list(counts), _displs(counts))])
