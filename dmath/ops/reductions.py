@@ -151,7 +151,9 @@ def _finish(a: DArray, local: torch.Tensor, axes: tuple, keepdims: bool, op: str
     p = _reduction(a, axes, keepdims, with_partial)
     if p.comm is not None:
         local = p.comm.allreduce_(local, op)     # in place: ``local`` is the kernel's output
-    return DArray(local.reshape(p.local_shape), p.shape, p.layout, a.grid)
+    if local.shape != p.local_shape:
+        local = local.reshape(p.local_shape)
+    return DArray(local, p.shape, p.layout, a.grid)
 
 
 def _floating(t: torch.dtype) -> bool:

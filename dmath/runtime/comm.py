@@ -159,11 +159,12 @@ class Comm:
         contiguous CPU tensor of a type MPI reduces): no new tensor, no copy. ``t``
         must be a fresh result the caller owns (a reduction's local output); the
         result is ``t`` then, else a new tensor as ``allreduce`` returns."""
-        if self.size > 1 and t.device.type == "cpu" and t.is_contiguous() \
-                and self.host.can_reduce(t.dtype):
+        if self.size == 1 or (t.device.type == "cpu" and t.is_contiguous()
+                              and self.host.can_reduce(t.dtype)):
             n = t.numel() * t.element_size()
             STATS.record("allreduce", n, n)
-            self.host.allreduce_(t, op)
+            if self.size > 1:
+                self.host.allreduce_(t, op)
             return t
         return self.allreduce(t, op)
 
@@ -173,7 +174,7 @@ class Comm:
         n = t.numel() * t.element_size()
         STATS.record("allreduce", n, n)
         if self.size > 1:
-            self.mpi.Allreduce(MPI.IN_PLACE, t.view(-1).numpy(), op=MPI.SUM)
+            self.host.allreduce_(t, "sum")
         return t
 
     def host_allgatherv_into(self, t: torch.Tensor, out: torch.Tensor, counts: Sequence[int],
