@@ -500,6 +500,19 @@ def write_docs(text: str) -> None:
     write_section(text, BEGIN, END)
 
 
+def print_multi(multi: dict, args, n: int, load: str, sca: bool) -> None:
+    """The --ranks tables: vs ScaLAPACK (when run), vs scipy threads, look-ahead on / off."""
+    print(f"n={n} float64 nb={args.nb}, {args.ranks} ranks x 1 thread on a "
+          f"{multi['grid'][0]} x {multi['grid'][1]} grid (load {load})")
+    if sca:
+        print(table(multi, "scalapack"))
+    print(f"{args.ranks} ranks x 1 thread vs scipy with {args.ranks} threads")
+    print(table(multi, "scipy"))
+    if args.lookahead == "both":
+        print(f"look-ahead on vs off, {args.ranks} ranks, and vs scipy with {args.ranks} threads")
+        print(lookahead_table(multi, "scipy"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -577,28 +590,13 @@ def main() -> None:
     if args.no_single:
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         (OUT / "solvers_multi.json").write_text(json.dumps({"multi": multi, "load": load}, indent=1))
-        print(f"n={n} float64 nb={args.nb}, {args.ranks} ranks x 1 thread on a "
-              f"{multi['grid'][0]} x {multi['grid'][1]} grid (load {load})")
-        if sca:
-            print(table(multi, "scalapack"))
-        print(f"{args.ranks} ranks x 1 thread vs scipy with {args.ranks} threads")
-        print(table(multi, "scipy"))
-        if args.lookahead == "both":
-            print(f"look-ahead on vs off, {args.ranks} ranks, and vs scipy with {args.ranks} threads")
-            print(lookahead_table(multi, "scipy"))
+        print_multi(multi, args, n, load, sca)
         return
     single = mpirun(1, common)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     (OUT / "solvers_cpu.json").write_text(json.dumps({"multi": multi, "single": single,
                                                       "load": load}, indent=1))
-    print(f"n={n} float64 nb={args.nb}, {args.ranks} ranks x 1 thread (load {load})")
-    if sca:
-        print(table(multi, "scalapack"))
-    print(f"{args.ranks} ranks x 1 thread vs scipy with {args.ranks} threads")
-    print(table(multi, "scipy"))
-    if args.lookahead == "both":
-        print(f"look-ahead on vs off, {args.ranks} ranks, and vs scipy with {args.ranks} threads")
-        print(lookahead_table(multi, "scipy"))
+    print_multi(multi, args, n, load, sca)
     print("1 rank x 1 thread")
     print(table(single, "scipy"))
     if not args.no_doc:
