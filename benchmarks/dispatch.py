@@ -16,6 +16,8 @@ ones and with lazy ones — and times, on rank 0, batches of a tiny op:
                 communication); target <= 15 us SPMD, <= 30 us client-server;
 * ``A += 1``    the same in place;
 * ``sum(A)``    a reduction to a scalar array (one 8-byte all-reduce);
+* ``float(sum(A))`` the same, its value brought to the caller as a Python float
+                (in client-server mode: rank 0 also meets the servers' error counts);
 * ``nn step``   one SGD step of a small data-parallel net (``dmath.nn``: about 20
                 commands in client-server mode);
 * ``dot(v, v)``  of two float64 1024-vectors, row-block, to a Python float
@@ -124,7 +126,8 @@ def _child(mode: str, stream: int, batches: int, per_batch: int, device: str,
         nonlocal A
         A += 1.0
     ops = {"command": nothing, "torch t + 1": lambda: t + 1.0, "A + 1": lambda: A + 1.0,
-           "A += 1": inplace, "sum(A)": lambda: dmath.sum(A), "nn step": _nn_step(),
+           "A += 1": inplace, "sum(A)": lambda: dmath.sum(A),
+           "float(sum(A))": lambda: float(dmath.sum(A)), "nn step": _nn_step(),
            **_vector_ops()}
     if only:
         ops = {k: v for k, v in ops.items() if k in only}

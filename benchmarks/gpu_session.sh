@@ -18,6 +18,9 @@
 #                                          # benchmark on CPU tensors (quiet host: writes docs) and --gpu
 #   bash benchmarks/gpu_session.sh graphhost  # graph_host.py --gpu: host us between two replays (dmath
 #                                          # and torch's whole-step graph), LeNet and ResNet
+#   bash benchmarks/gpu_session.sh round3c|round3d  # round 3's last figures: GPU (graphs, training,
+#                                          # solvers) | the host's 16 CPU cores (dispatch, eigh/svd,
+#                                          # look-ahead, data-parallel step)
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
 #                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
 #                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
@@ -118,6 +121,47 @@ case "${1:-tests}" in
     step "gemm --wire, 2 ranks"
     timeout 60 python3 benchmarks/gemm.py --wire bf16,int8 --ranks 2 --n 4096 --dtypes float32 \
         --algorithms summa,replicate_b --repeats 5 2>&1 | tee "$OUT/r3_gemm_wire.log" | tail -8
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3c)  # < 540 s, GPU: captured-step and NCCL-capture tests on CUDA, host time per replay,
+            # training (LeNet and ResNet: dmath with and without graphs, torch eager, torch
+            # whole-step graph), solvers on the GPU (incl. eigh, svd); carry data/gz
+    [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
+    t0=$SECONDS
+    graph_checks 150
+    step train
+    timeout 230 python3 benchmarks/train.py --gpu --models lenet,resnet --epochs 2 \
+        --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3c_train.log" | tail -8
+    step solvers
+    timeout 70 python3 benchmarks/solvers.py --gpu --n 4096 --spectral-n 2048 --repeats 2 2>&1 \
+        | tee "$OUT/r3c_solvers.log" | tail -10
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3d)  # < 560 s, the 16-core host's CPUs: client-server latency, eigh/svd vs scipy and
+            # ScaLAPACK on 16 ranks, cholesky/lu/qr with look-ahead on/off on 4 and 16 ranks, the
+            # data-parallel step's wall and CPU time (carry .venv/scalapack/debs)
+    export DMATH_DEVICE=cpu
+    t0=$SECONDS
+    step dispatch
+    timeout 80 python3 benchmarks/dispatch.py --ranks 2 --ops "A + 1" "sum(A)" "float(sum(A))" \
+        --no-doc 2>&1 | tee "$OUT/r3d_dispatch.log" | tail -12
+    step spectral
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    timeout 160 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 2048 --nb 64 --repeats 1 \
+        2>&1 | tee "$OUT/r3d_spectral.log" | tail -10
+    for p in 4 16; do
+      step "solvers, look-ahead on/off, $p ranks"
+      timeout 110 python3 benchmarks/solvers.py --ranks $p --n 4096 --lookahead both --no-openblas \
+          --no-single --no-doc 2>&1 | tee "$OUT/r3d_solvers_$p.log" | tail -12
+    done
+    step "data-parallel step"
+    dmath_cli='import sys; from dmath.cli import main; sys.exit(main(sys.argv[1:]))'
+    for pb in "16 8" "4 32"; do set -- $pb
+      timeout 40 python3 -c "$dmath_cli" run -n $1 benchmarks/train_overhead.py --models lenet --data-parallel \
+          --batch $2 --rounds 5 --steps 20 2>&1 | tee -a "$OUT/r3d_dp.log" | tail -2
+    done
+    timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 16 --steps 30 \
+        2>&1 | tee -a "$OUT/r3d_dp.log" | tail -6
     step "done after $((SECONDS - t0)) s"
     ;;
   cpu16final)  # the 16-core host's CPUs after round 3's changes: CG / power iteration vs numpy with

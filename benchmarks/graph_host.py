@@ -3,6 +3,7 @@
     python benchmarks/graph_host.py                  # CPU: Trainer(graphs="replay"), LeNet
     python benchmarks/graph_host.py --gpu            # one GPU: CUDA graphs, and torch's
     python benchmarks/graph_host.py --gpu --models lenet,resnet --batch 128 --steps 400
+    python benchmarks/graph_host.py --fit --steps 40 --epochs 3   # + Trainer.fit end to end
 
 What runs on the host between two replays of a captured step is what limits
 a small model on a GPU (issue 17: "the host time between two replays <= 50
@@ -24,6 +25,12 @@ us"). Rows, per model (synthetic Fashion-MNIST-shaped data, batch
   (synchronised; the GPU time of the step), and ``step us``: training steps
   (dmath: ``Trainer.fit``'s second epoch; torch: its loop), host and GPU
   together; ``img/s`` from it.
+
+``--fit`` (any device): ``Trainer.fit`` end to end on the same loader, graphs on
+and off (``fit us/step``: the last of ``--epochs`` epochs, its seconds over its
+steps: the loader's epoch gather, the replays, the stats' staging and reading,
+the schedule; on the CPU the replay runs the recorded operations one by one, so
+graphs on is no faster there: the row shows the loop works end to end).
 
 The torch rows need a GPU (its whole-step graph is a ``torch.cuda.CUDAGraph``);
 on the CPU only dmath's host figures are printed (the replay backend records
@@ -111,10 +118,11 @@ def _data(n: int):
                          rng.integers(0, 10, n).astype(np.int64), 1 / 255, 0.286, 0.353)
 
 
-def dmath_rows(name: str, args, dev) -> dict:
+def _trainer(name: str, args, dev, graphs: bool, steps: int):
+    """A trainer and its device-resident loader of ``steps`` batches (synthetic data)."""
     from dmath import train
     B = args.batch
-    ds = _data(B * (args.steps + 16))
+    ds = _data(B * steps)
     net, xl = train.build(name, ds.sample_shape, 10, parallel="data", batch=B, seed=0)
     # device-resident (the GPU's path for this size; on the CPU too, as the proxy)
     loader = train.DataLoader(ds, B, layout=xl, shuffle=True, seed=0, drop_last=True,
@@ -122,11 +130,33 @@ def dmath_rows(name: str, args, dev) -> dict:
     opt = train.AdamW(net.params(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"])
     sched = train.WarmupCosine(opt, 0, 10 * len(loader))
     tr = train.Trainer(net, opt, schedule=sched, schedule_per="step", progress=False,
-                       graphs="cuda" if dev.type == "cuda" else "replay")
+                       graphs=("cuda" if dev.type == "cuda" else "replay") if graphs else False)
+    return tr, loader
+
+
+def fit_rows(name: str, args, dev) -> dict:
+    """``Trainer.fit`` end to end, graphs on and off: us per step of the last epoch."""
+    out = {}
+    for graphs in (True, False):
+        tr, loader = _trainer(name, args, dev, graphs, args.steps)
+        hist = tr.fit(loader, args.epochs)
+        if graphs and (tr.graphs.failed is not None or not tr.graphs.graphs):
+            raise RuntimeError(f"dmath {name}: no graph ({tr.graphs.failed})")
+        k = "graphs" if graphs else "eager"
+        out[k] = 1e6 * hist[-1]["seconds"] / len(loader)
+        out[k + " loss"] = hist[-1]["train_loss"]
+    if not out["graphs loss"] == out["graphs loss"]:          # NaN
+        raise RuntimeError(f"dmath {name}: the replayed steps' loss is NaN")
+    return out
+
+
+def dmath_rows(name: str, args, dev) -> dict:
+    tr, loader = _trainer(name, args, dev, True, args.steps + 16)
     out = {}
     if dev.type == "cuda":        # fit: whole epochs (the loader's epoch gather, stats readback)
         hist = tr.fit(loader, 2)
         out["step"] = 1e6 * hist[1]["seconds"] / len(loader)
+    loader.set_epoch(0)
     for i in range(4):
         tr.train_step([loader.batch(i)])
     if tr.graphs.failed is not None or not tr.graphs.graphs:
@@ -209,6 +239,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="lenet")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--fit", action="store_true", help="also time Trainer.fit end to end")
+    ap.add_argument("--epochs", type=int, default=3, help="--fit: epochs (the last is timed)")
     args = ap.parse_args(argv)
     import dmath
     dmath.init(device="cuda" if args.gpu else "cpu", mode="spmd")
@@ -233,6 +265,16 @@ def main(argv=None) -> int:
                   end="")
             print(f"{step:.1f} | {args.batch / step * 1e6:,.0f} |" if step else "- | - |",
                   flush=True)
+    if args.fit:
+        print(f"\nTrainer.fit, {args.steps} steps an epoch, the last of {args.epochs} epochs:")
+        print("| model | graphs fit us/step | eager fit us/step | eager / graphs "
+              "| last epoch's loss, graphs / eager |")
+        print("|---|---|---|---|---|")
+        for name in args.models.split(","):
+            r = fit_rows(name, args, dev)
+            print(f"| {name} | {r['graphs']:.1f} | {r['eager']:.1f} | "
+                  f"{r['eager'] / r['graphs']:.2f} | {r['graphs loss']:.6f} / "
+                  f"{r['eager loss']:.6f} |", flush=True)
     dmath.finalize()
     return 0
 

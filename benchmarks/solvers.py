@@ -4,6 +4,8 @@
     python benchmarks/solvers.py --quick           # n=2048, fewer repeats
     python benchmarks/solvers.py --fetch-scalapack # what `make bench-setup` runs (see below)
     python benchmarks/solvers.py --gpu             # 1 rank on the GPU: dmath vs torch.linalg
+    python benchmarks/solvers.py --ranks 2 --n 2048 --lookahead both --no-openblas --no-single
+                                                   # look-ahead on vs off, and vs scipy 2 threads
     python benchmarks/solvers.py --spectral --ranks 2 --sizes 512,1024 --nb 64
                                                    # eigh, eigvalsh, svd vs scipy, same threads,
                                                    # and ScaLAPACK's pdsyevd / pdsyev / pdgesvd
@@ -51,6 +53,8 @@ BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 # dmath as it runs by default (torch kernels, or the tune profile's GEMM), and with the
 # trailing-update GEMM forced to the OpenBLAS scipy ships (the kernel ScaLAPACK's class uses).
 VARIANTS = (("dmath", None), ("dmath_openblas", "blas"))
+# --lookahead: which of dmath's runs (look-ahead on is "dmath", off is "dmath_nola")
+LOOKAHEAD = {"on": (True,), "off": (False,), "both": (True, False)}
 
 
 def fetch_scalapack() -> None:
@@ -189,17 +193,24 @@ def worker(args) -> None:
           "lu": lambda x: dmath.linalg.lu(x, overwrite_a=True),
           "qr": lambda x: dmath.linalg.qr(x, mode="r", overwrite_a=True)}
     out = {"n": n, "nb": nb, "ranks": p, "grid": list(grid.shape)}
+    from dmath.linalg import lookahead
+    from dmath.runtime import agreed
+    runs = []                                  # (name, GEMM kernel, look-ahead on)
+    for la in LOOKAHEAD[args.lookahead]:
+        for variant, kernel in VARIANTS[:1 if args.no_openblas else 2]:
+            runs.append((variant + ("" if la else "_nola"), kernel, la))
     for r in args.routines.split(","):
         X = inputs[r]
         best = {}
         for rep in range(args.repeats + 1):                    # the first call warms up
             res = []
-            for variant, kernel in (() if args.scipy_threads else VARIANTS):
+            for variant, kernel, la in (() if args.scipy_threads else runs):
                 dmath.linalg.set_local_kernel(kernel)
                 Y = dmath.from_local(X.local.clone(), X.shape, X.layout, grid=grid)
-                world.barrier()
-                w, c = timed(lambda: dm[r](Y))
-                world.barrier()
+                with agreed.override(lookahead.SETTING, la):
+                    world.barrier()
+                    w, c = timed(lambda: dm[r](Y))
+                    world.barrier()
                 res.append((variant, w, c))
             dmath.linalg.set_local_kernel(None)
             if sca is not None:
@@ -380,13 +391,28 @@ def table(res: dict, base: str) -> str:
             "|---|---:|---:|---:|---:|---:|---:|"]
     for r in ROUTINES:
         e = res.get(r)
-        if not e or base not in e:
+        if not e or base not in e or "dmath" not in e:
             continue
         ob = "dmath_openblas"
         extra = (f"{ratio(res, r, base, who=ob):.2f} | {ratio(res, r, base, 'gflops_cpu', ob):.2f}"
                  if ob in e else "- | -")
         rows.append(f"| {r} | {e['dmath']['gflops']:.1f} | {e[base]['gflops']:.1f} | "
                     f"{ratio(res, r, base):.2f} | {ratio(res, r, base, 'gflops_cpu'):.2f} | {extra} |")
+    return "\n".join(rows)
+
+
+def lookahead_table(res: dict, base: str) -> str:
+    """dmath with look-ahead on and off, the gain, and each next to ``base``."""
+    rows = [f"| routine | look-ahead on GF/s | off GF/s | gain (on/off) | {base} GF/s "
+            f"| on vs {base} | off vs {base} |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in ROUTINES:
+        e = res.get(r)
+        if not e or "dmath" not in e or "dmath_nola" not in e:
+            continue
+        on, off = e["dmath"]["gflops"], e["dmath_nola"]["gflops"]
+        b = e.get(base, {}).get("gflops")
+        tail = f"{b:.1f} | {on / b:.2f} | {off / b:.2f}" if b else "- | - | -"
+        rows.append(f"| {r} | {on:.1f} | {off:.1f} | {on / off:.2f} | {tail} |")
     return "\n".join(rows)
 
 
@@ -454,9 +480,10 @@ def notes(multi: dict) -> list[str]:
         "all-to-all per panel). Process CPU time summed over the ranks is the work done, "
         "spinning in MPI waits included. Target >= 0.8x ScaLAPACK for Cholesky and LU: "
         + "; ".join(verdict) + ". Where dmath's Cholesky spends more CPU than pdpotrf (profiled at "
-        "n=4096: the trailing GEMMs are ~55% of its CPU time): the panel TRSM runs through "
-        "torch's MKL (~14 GF/s here), the rows each rank sends are copied out first, and each "
-        "panel costs some Python; there is no look-ahead, so ranks wait for the panel owner. On one "
+        "n=4096: the trailing GEMMs are ~55% of its CPU time): the panel TRSM ran through "
+        "torch's MKL right solve at ~10 GF/s (now a left solve on the transposed view, ~37 GF/s), the rows each rank sends are copied out first, and each "
+        "panel costs some Python; with look-ahead (on by default, `--lookahead both` measures "
+        "its gain) the next panel is factored while the trailing update runs. On one "
         "rank dmath hands the whole matrix to the LAPACK routine that `dmath.linalg.kernel_choice` "
         "measured faster on this machine (torch's MKL or scipy's OpenBLAS, per routine, dtype and "
         "size class, measured once and cached): on this AMD EPYC OpenBLAS for potrf and getrf; "
@@ -473,6 +500,19 @@ def write_docs(text: str) -> None:
     write_section(text, BEGIN, END)
 
 
+def print_multi(multi: dict, args, n: int, load: str, sca: bool) -> None:
+    """The --ranks tables: vs ScaLAPACK (when run), vs scipy threads, look-ahead on / off."""
+    print(f"n={n} float64 nb={args.nb}, {args.ranks} ranks x 1 thread on a "
+          f"{multi['grid'][0]} x {multi['grid'][1]} grid (load {load})")
+    if sca:
+        print(table(multi, "scalapack"))
+    print(f"{args.ranks} ranks x 1 thread vs scipy with {args.ranks} threads")
+    print(table(multi, "scipy"))
+    if args.lookahead == "both":
+        print(f"look-ahead on vs off, {args.ranks} ranks, and vs scipy with {args.ranks} threads")
+        print(lookahead_table(multi, "scipy"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -485,6 +525,12 @@ def main() -> None:
     ap.add_argument("--scalapack", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--single", action="store_true", help="only the 1-rank table (no docs)")
+    ap.add_argument("--no-single", action="store_true",
+                    help="no 1-rank job (the multi-rank tables only; no docs)")
+    ap.add_argument("--lookahead", choices=sorted(LOOKAHEAD), default="on",
+                    help="dmath with look-ahead on (default), off, or both (a gain column)")
+    ap.add_argument("--no-openblas", action="store_true",
+                    help="no run with the trailing GEMM forced to OpenBLAS")
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--fetch-scalapack", action="store_true")
@@ -524,7 +570,8 @@ def main() -> None:
         return
     n = args.n or (2048 if args.quick else 4096)
     reps = 1 if args.quick else args.repeats
-    common = ["--n", str(n), "--nb", str(args.nb), "--repeats", str(reps), "--routines", args.routines]
+    common = ["--n", str(n), "--nb", str(args.nb), "--repeats", str(reps), "--routines", args.routines,
+              "--lookahead", args.lookahead, *(["--no-openblas"] if args.no_openblas else [])]
     sca = have_scalapack()
     if not sca:
         print("ScaLAPACK not found (python benchmarks/solvers.py --fetch-scalapack): scipy only")
@@ -540,15 +587,16 @@ def main() -> None:
     for r in ROUTINES:
         if r in multi and "scipy" in threaded.get(r, {}):
             multi[r]["scipy"] = threaded[r]["scipy"]
+    if args.no_single:
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        (OUT / "solvers_multi.json").write_text(json.dumps({"multi": multi, "load": load}, indent=1))
+        print_multi(multi, args, n, load, sca)
+        return
     single = mpirun(1, common)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     (OUT / "solvers_cpu.json").write_text(json.dumps({"multi": multi, "single": single,
                                                       "load": load}, indent=1))
-    print(f"n={n} float64 nb={args.nb}, {args.ranks} ranks x 1 thread (load {load})")
-    if sca:
-        print(table(multi, "scalapack"))
-    print(f"{args.ranks} ranks x 1 thread vs scipy with {args.ranks} threads")
-    print(table(multi, "scipy"))
+    print_multi(multi, args, n, load, sca)
     print("1 rank x 1 thread")
     print(table(single, "scipy"))
     if not args.no_doc:

@@ -167,18 +167,21 @@ def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
         for _ in range(steps):
             step()
         snap = dmath.comm_stats.snapshot()
-        ts = []
+        ts, walls = [], []
         for _ in range(rounds):
             world.barrier()
-            c0 = time.process_time()
+            c0, w0 = time.process_time(), time.perf_counter()
             for _ in range(steps):
                 step()
             ts.append((time.process_time() - c0) / steps)
+            walls.append((time.perf_counter() - w0) / steps)
         ts = world.allgather_obj(1e6 * statistics.median(ts))
+        wall = 1e6 * statistics.median(walls)
         if world.rank == 0:
             calls = ", ".join(f"{k} {v / steps:g}" for k, v in sorted(snap["calls"].items()))
             sent = sum(snap["bytes_sent"].values()) / steps
-            print(f"{name}: {p} ranks x {batch} images: CPU us/step per rank "
+            print(f"{name}: {p} ranks x {batch} images: wall us/step {wall:.0f} "
+                  f"({batch * p / wall * 1e6:,.0f} img/s); CPU us/step per rank "
                   f"{[round(t) for t in ts]}; per step: {calls or 'no collective'}; "
                   f"{sent / 1e3:.1f} kB sent", flush=True)
 

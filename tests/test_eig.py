@@ -36,3 +36,27 @@ def test_bidiagonal_svd_rows_fit_together():
     _, Z2 = eig_rows(d, e, np.arange(7, n))
     Z = np.vstack([Z1, Z2])
     assert np.allclose(T @ Z, Z * w, atol=1e-12) and np.allclose(Z.T @ Z, np.eye(n), atol=1e-13)
+
+
+def test_inverse_iteration_columns_fit_together():
+    """inverse_iteration.Plan.cols on column subsets that cut clusters (glued Wilkinson, equal
+    eigenvalues split into blocks, the identity): the pieces form one orthonormal Z, T Z = Z W."""
+    from dmath.linalg.inverse_iteration import Plan
+    eps = np.finfo(np.float64).eps
+    n = 84
+    d = np.tile(np.abs(np.arange(21) - 10.0), 4)
+    e = np.ones(n - 1)
+    e[20::21] = 1e-10
+    e3 = np.full(n - 1, 1e-3)
+    e3[27::28] = 0.0                            # three equal blocks: each value 3 times, clusters 28
+    cases = [(d, e), (np.ones(n), np.zeros(n - 1)), (np.full(n, 2.0), e3)]
+    for d, e in cases:
+        P = Plan(d, e)
+        assert P.ok
+        parts = [P.cols(np.arange(a, b)) for a, b in ((0, 5), (5, 41), (41, 42), (42, n))]
+        assert all(g for _, g in parts)
+        Z = np.hstack([z for z, _ in parts])
+        T = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+        assert np.linalg.norm(T @ Z - Z * P.w, 1) / (np.linalg.norm(T, 1) * n * eps) < 10
+        assert np.linalg.norm(Z.T @ Z - np.eye(n), 1) / (n * eps) < 10
+        assert np.allclose(P.w, np.linalg.eigvalsh(T), atol=10 * n * eps * np.linalg.norm(T, 1))

@@ -54,6 +54,26 @@ def test_measured_once_then_read_from_the_file(fresh):
     assert len(calls) == 2
 
 
+def test_tall_skinny_panels_have_their_own_class(fresh):
+    path, calls = fresh
+    sc = kernel_choice.size_class
+    assert sc("getrf", 128, 1536) == sc("geqrf", 64, 4000) == "panel"
+    assert sc("getrf", 128, 300) == "small" and sc("geqrf", 600, 5000) == "large"
+    assert sc("potrf", 128, 4000) == "small"                 # Cholesky factors square blocks
+    assert sc("getrf", 100) == "small" and sc("gemm", 8, 4000) == "large"
+    assert kernel_choice.choice("getrf", torch.float64, 128, m=2048) == "scipy"
+    assert calls == ["getrf float64 panel"]
+    # local_lapack asks with the panel's shape: the cached entry answers, nothing measured
+    x = torch.randn(700, 96, dtype=torch.float64)
+    LU, piv, info = local_lapack.lu_factor(x)
+    ref_lu, ref_piv, _ = sl.lapack.dgetrf(x.numpy())
+    assert np.array_equal(piv, ref_piv) and np.allclose(LU.numpy(), ref_lu)
+    local_lapack.geqrf(x.float())
+    assert calls == ["getrf float64 panel", "geqrf float32 panel"]
+    assert {f"{r} {d} panel" for r in kernel_choice.PANEL_ROUTINES
+            for d in ("float32", "float64")} <= set(kernel_choice.AT_INIT)
+
+
 def test_gemm_without_a_tune_profile_is_measured(fresh):
     path, calls = fresh
     assert profile.load(CPU) == (profile.DEFAULTS, False)
@@ -102,7 +122,7 @@ def test_the_environment_forces_a_kernel(fresh, monkeypatch):
 def test_the_real_measurement_names_a_kernel(tmp_path, monkeypatch):
     monkeypatch.setenv("DMATH_TUNE_FILE", str(tmp_path / "tune.json"))
     for name in ("gemm float32 large", "potrf float64 small", "getrf float32 small",
-                 "geqrf float64 small"):
+                 "geqrf float64 small", "getrf float64 panel", "geqrf float32 panel"):
         got = kernel_choice.measure(name, repeats=1)
         assert got["choice"] in kernel_choice.ROUTINES[name.split()[0]]
         assert got["choice"] == min(got["seconds"], key=got["seconds"].get)

@@ -489,8 +489,12 @@ class DArray:
         """The value of a 1-element array as a Python scalar (on every rank)."""
         if self.size != 1:
             raise ValueError(f"item() needs a 1-element array, this one has shape {self.shape}")
-        if _dispatch._client is None and self.layout.is_replicated:
-            return self._local.item()       # every rank holds the value: no collective
+        if self.layout.is_replicated:       # every rank holds the value: no collective
+            if _dispatch._client is None:
+                return self._local.item()
+            if self.__dict__.get("_handle") is not None:
+                _dispatch.settle()          # rank 0's piece, once no server failed
+                return self._local.item()
         return self.to_numpy().reshape(()).item()
 
     def __float__(self):

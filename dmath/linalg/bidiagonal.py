@@ -4,20 +4,28 @@
 each panel of nb columns k .. k+kb, with U, X (m x i) and Y, V (n x i)
 replicated and A not touched inside the panel (current A = A - U Y^T - X V^T):
 
-    P, R   := A[:, panel], A[panel, :]              replicated (two all-reduces)
+    P, R   := A[:, panel], A[panel, :]              replicated (one all-reduce; torch loop: two)
     for j in panel:
         a      := P[:, j] - U Y[j]^T - X V[j]^T         column j, up to date
         d_j, tauq_j, u := larfg(a[j:])
-        y      := tauq (A^T u - Y (U^T u) - V (X^T u))  distributed matvec (n)
+        y      := tauq (A^T u - Y (U^T u) - V (X^T u))  one all-reduce (n + 2i)
         r      := R[j] - Y U[j]^T - V X[j]^T             row j, up to date
         e_j, taup_j, v := larfg(r[j+1:])
-        x      := taup (A v - U (Y^T v) - X (V^T v))     distributed matvec (m)
+        x      := taup (A v - U (Y^T v) - X (V^T v))     one all-reduce (m + 2i + 1)
     A[rest, rest] -= U Y^T + X V^T                    local GEMM on each piece
 
 so A = Q B P^T, Q = H_0 ... H_{n-1}, P = G_0 ... G_{n-2}. u_j is kept in A's
 dead column j (rows >= j), v_j in its dead row j (columns > j). Cost:
 4 m n^2 - 4 n^3 / 3 flops, half BLAS 2 (the matvecs), half GEMM; 2n
 all-reduces of m + n elements. Memory per rank: its piece plus 4 panels.
+
+On CPU float32 / float64 the column loop runs in local OpenBLAS gemv calls on
+numpy views (``onestage.Workspace``: L = (u, x) and R = (y, v) interleaved,
+so each correction is one gemv; the partial products U^T u, X^T u (Y^T v,
+V^T v) split over the ranks and packed behind A^T u (A v) in the
+reflector's one all-reduce; the products read only the trailing rows and
+columns); ``reduce_torch`` is the same loop in torch ops (GPU pieces, and
+the old path for ``benchmarks/onestage.py``).
 
 ``back_q`` / ``back_p`` apply Q / P to a block-cyclic matrix from the left
 (pdormbr), panel by panel in reverse.
@@ -28,12 +36,61 @@ import numpy as np
 import torch
 
 from ._bc import BC
-from . import reflectors
+from . import onestage, reflectors
 
 
-def reduce(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def reduce(M: BC, local_blas: bool | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """In place on M (m >= n): (d (n), e (n-1), tauq (n), taup (n)), float64 numpy,
-    replicated; the reflectors overwrite M (u below and on, v right of the diagonal)."""
+    replicated; the reflectors overwrite M (u below and on, v right of the diagonal).
+    ``local_blas``: the per-column work in local BLAS 2 (``onestage``; default where it
+    can run: CPU float32 / float64), else in torch ops (``reduce_torch``)."""
+    if local_blas is None:
+        local_blas = onestage.usable(M)
+    return _reduce_blas(M) if local_blas else reduce_torch(M)
+
+
+def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``reduce`` on ``onestage.Workspace``: L = (u_0, x_0, u_1, x_1, ...) (m rows),
+    R = (y_0, v_0, ...) (n rows), current A = A - L R^T; one all-reduce per reflector
+    (A^T u with L^T u, A v with R^T v), one per panel (its columns and rows together)."""
+    m, n, nb = M.m, M.n, M.nb
+    d, e = np.zeros(n), np.zeros(max(n - 1, 0))
+    tauq, taup = np.zeros(n), np.zeros(n)
+    ws = onestage.Workspace(M, m, n)
+    L, R = ws.L, ws.R
+    for k in range(0, n, nb):
+        kb = min(nb, n - k)
+        P, Rows = ws.panel(k, kb, True)
+        for i in range(kb):
+            j, c = k + i, 2 * i
+            col = P[j:, i]                                         # column j, up to date
+            if c:
+                ws.gemv(L[j:, :c], R[j, :c].copy(), col, False, -1.0, 1.0)
+            u = L[:, c]
+            d[j], tauq[j] = ws.larfg(col, u[j:])
+            ws.put_col(j, u, j)
+            if j == n - 1:
+                break
+            z, ex = ws.product(u, j, j, j + 1, True, L, c)           # A^T u, L^T u
+            if c:
+                ws.gemv(R[j + 1:, :c], ex, z, False, -1.0, 1.0)
+            np.multiply(z, float(tauq[j]), out=R[j + 1:, c])           # y
+            row = Rows[i, j + 1:]                                  # row j, up to date
+            ws.gemv(R[j + 1:, :c + 1], L[j, :c + 1].copy(), row, False, -1.0, 1.0)
+            v = R[:, c + 1]
+            e[j], taup[j] = ws.larfg(row, v[j + 1:])
+            ws.put_row(j, v, j + 1)
+            x, ex = ws.product(v, j + 1, j + 1, j + 1, False, R, c + 1)  # A v, R^T v
+            ws.gemv(L[j + 1:, :c + 1], ex, x, False, -1.0, 1.0)
+            np.multiply(x, float(taup[j]), out=L[j + 1:, c + 1])       # x
+        ws.trailing(k + kb, L[:, :2 * kb], R[:, :2 * kb])         # A -= U Y^T + X V^T
+    return d, e, tauq, taup
+
+
+def reduce_torch(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``reduce`` in torch ops on any device (replicated U, X, Y, V; products with
+    whole local rows / columns)."""
     m, n, nb, a = M.m, M.n, M.nb, M.a
     dt, dev = a.dtype, a.device
     d, e = np.zeros(n), np.zeros(max(n - 1, 0))

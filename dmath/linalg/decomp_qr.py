@@ -10,6 +10,10 @@ grid column ck):
     W[*,c]              := sum over grid rows of V^H[*,r] A[k:, rest][r,c]   (allreduce)
     A[k:, rest][r,c]   -= V[r,*] T^H W[*,c]
 
+with depth-1 look-ahead (``lookahead.py``): panel k+1's columns are updated
+first, panel k+1 is gathered, factored and its V, T broadcast started, then
+the rest of the trailing matrix is updated.
+
 Q (m x min(m, n)) is accumulated backwards from the identity with the same
 block reflectors. Cost: 2 n^2 (m - n/3) flops for R, as much again for Q.
 
@@ -30,7 +34,9 @@ import torch
 from ..array import DArray, Layout
 from ..runtime.dispatch import command
 from . import local_lapack
+from ._async import ibcast
 from ._bc import BC, block_size, check_matrix, one_rank, sub_gemm, to_bc, whole
+from .lookahead import pipeline
 
 ALGORITHMS = ("auto", "householder", "tsqr")
 
@@ -39,6 +45,12 @@ def larft(V: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
     """Upper triangular T with H_1 ... H_k = I - V T V^H (LAPACK larft, forward, columnwise)."""
     k = tau.shape[0]
     G = V.mH @ V
+    if k and bool((tau != 0).all()):
+        # T^-1 = diag(1/tau) + strictly-upper(V^H V) (the recursion below, inverted): one
+        # triangular solve instead of k small matrix-vector products
+        Tinv = torch.triu(G, 1) + torch.diag(1 / tau)
+        return torch.linalg.solve_triangular(
+            Tinv, torch.eye(k, dtype=V.dtype, device=V.device), upper=True)
     T = torch.zeros((k, k), dtype=V.dtype, device=V.device)
     for i in range(k):
         T[i, i] = tau[i]
@@ -58,12 +70,15 @@ def _apply(M: BC, C: torch.Tensor, V: torch.Tensor, T: torch.Tensor, adjoint: bo
 
 def factor(M: BC) -> list:
     """In place: R on and above the diagonal, the Householder vectors below (LAPACK
-    geqrf's format). Returns [(k, V rows of this rank >= k, T), ...] per panel."""
+    geqrf's format). Returns [(k, V rows of this rank >= k, T), ...] per panel.
+    Panels pipelined with depth-1 look-ahead (``lookahead.pipeline``)."""
     a, nb, m, n = M.a, M.nb, M.m, M.n
     K = min(m, n)
     gr = M.grows()
     panels = []
-    for k in range(0, K, nb):
+
+    def start(k: int):
+        """Gather and factor panel k on its grid column; start sending V and T along rows."""
         kb = min(nb, K - k)
         ck = M.cowner(k)
         lr0, lc0, lc1 = M.lrow(k), M.lcol(k), M.lcol(k + kb)
@@ -77,10 +92,27 @@ def factor(M: BC) -> list:
             V.diagonal().fill_(1)
             buf[:mine * kb].view(mine, kb).copy_(V[rows])
             buf[mine * kb:].view(kb, kb).copy_(larft(V, tau))
-        M.row.bcast(buf, ck)                                             # V[r,*], T
+        return buf, ibcast(M.row, buf, ck)                               # V[r,*], T
+
+    def finish(k: int, pending):
+        buf, req = pending
+        req.wait()
+        kb = min(nb, K - k)
+        mine = a.shape[0] - M.lrow(k)
         V, T = buf[:mine * kb].view(mine, kb), buf[mine * kb:].view(kb, kb)
-        _apply(M, a[lr0:, lc1:], V, T, adjoint=True)                     # A[k:, rest] := H^H A
         panels.append((k, V, T))
+        return V, T
+
+    def update(k: int, state, nxt: bool) -> None:
+        """A[k:, cols] := H^H A[k:, cols] on the next panel's local columns (``nxt``) or
+        the others."""
+        V, T = state
+        kb = min(nb, K - k)
+        lr0, lc1, lc2 = M.lrow(k), M.lcol(k + kb), M.lcol(min(k + kb + nb, K))
+        j0, j1 = (lc1, lc2) if nxt else (lc2, a.shape[1])
+        _apply(M, a[lr0:, j0:j1], V, T, adjoint=True)
+
+    pipeline(range(0, K, nb), start, finish, update)
     return panels
 
 

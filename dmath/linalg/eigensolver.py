@@ -8,9 +8,12 @@ eigenvalues LAPACK finds on every rank (``lapacke.band_eigvals``). ``eigh``:
 1. the same A reduced to tridiagonal T = Q^H A Q (``tridiagonal.reduce``:
    blocked Householder, one all-reduce per column, GEMM trailing updates);
    only the reflectors' half of A's piece is kept (``tridiagonal.keep``).
-2. T (O(n), replicated): eigenvalues by dsterf; eigenvectors Z by dbdsqr
-   through T's shifted Cholesky factor, each rank computing only its n / p
-   rows of Z, straight into block-cyclic pieces (``vectors.rows_bc``).
+2. T (O(n), replicated): eigenvalues by dsterf; eigenvectors Z by inverse
+   iteration (dstein per cluster of close eigenvalues, ``inverse_iteration``),
+   each rank computing only its block-cyclic columns of Z (``vectors.cols_bc``);
+   when a cluster is larger than 32 or a check fails (or DMATH_EIGH_VECTORS=dbdsqr, ``runtime.agreed``),
+   by dbdsqr through T's shifted Cholesky factor, each rank computing only its
+   n / p rows of Z (``vectors.rows_bc``).
 3. V = Q Z (``tridiagonal.back``), V to A's layout. A subset (by index or
    value) keeps Z's columns.
 
@@ -22,13 +25,16 @@ problem goes to scipy's LAPACK (torch's on a GPU).
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
 from ..array import DArray, Layout
+from ..runtime import agreed
 from ..runtime.dispatch import command
 from ._bc import BC, LinAlgError, bc_layout, block_size, grid2, one_rank, to_bc, whole
-from . import band, lapacke, tridiagonal, vectors
+from . import band, inverse_iteration, lapacke, tridiagonal, vectors
 
 
 def compute_dtype(a, what: str) -> torch.dtype:
@@ -117,6 +123,8 @@ def _eigh(a: DArray, UPLO: str, want_v: bool, by_index, by_value, nb: int | None
         raise LinAlgError(f"{what}: the matrix must be square, got shape {a.shape}")
     if UPLO not in ("L", "U"):
         raise ValueError(f"{what}: UPLO must be 'L' or 'U', not {UPLO!r}")
+    if want_v:
+        vectors_method()                           # a bad DMATH_EIGH_VECTORS fails first
     n = a.shape[0]
     lower = UPLO == "L"
     out = a.layout.without_partial()
@@ -159,12 +167,55 @@ def _eigh(a: DArray, UPLO: str, want_v: bool, by_index, by_value, nb: int | None
     w = lapacke.eigvals(d, e)
     lo, hi = _select(w, by_index, by_value)
     k = hi - lo
-    Z = vectors.rows_bc(lambda r: lapacke.eig_rows(d, e, r)[1][:, lo:hi], (n, k), g, nb, dtype,
-                        Kq.M.a.device)
+    Z = tridiagonal_vectors(d, e, lo, hi, g, nb, dtype, Kq.M.a.device)
     tridiagonal.back(Kq, tau, Z)
     V = Z.darray().redistribute(out, a.grid)
     wd = DArray(torch.from_numpy(w[lo:hi]).to(dtype=dtype, device=M.a.device), (k,), wlay, a.grid)
     return wd, V
+
+
+VECTORS = ("stein", "dbdsqr")
+LAST_VECTORS = [""]         # the method the last distributed eigh used for T's vectors (tests)
+
+
+agreed.register("DMATH_EIGH_VECTORS", lambda: os.environ.get("DMATH_EIGH_VECTORS", "stein"))
+
+
+def vectors_method() -> str:
+    """The tridiagonal eigenvector method: rank 0's DMATH_EIGH_VECTORS at ``init``
+    (``runtime.agreed``; tests switch it with ``agreed.override``): ``stein``, the
+    default, or ``dbdsqr``."""
+    m = str(agreed.get("DMATH_EIGH_VECTORS")).strip().lower() or "stein"
+    if m not in VECTORS:
+        raise ValueError(f"eigh: DMATH_EIGH_VECTORS must be one of {VECTORS}, not {m!r}")
+    return m
+
+
+def tridiagonal_vectors(d: np.ndarray, e: np.ndarray, lo: int, hi: int, g, nb: int,
+                        dtype: torch.dtype, device) -> BC:
+    """Columns lo..hi-1 (ascending eigenvalues) of the eigenvectors Z of the replicated
+    tridiagonal (d, e), as a block-cyclic(nb) BC on the 2-D grid g. Inverse iteration
+    (``inverse_iteration``: each rank its own columns) unless a cluster is too large, a
+    cluster's check fails on some rank (agreed by one collective), or DMATH_EIGH_VECTORS
+    is ``dbdsqr``; then dbdsqr's rows (``lapacke.eig_rows``)."""
+    n, k = len(d), hi - lo
+    if vectors_method() == "stein":
+        plan = inverse_iteration.Plan(d, e)
+        if plan.ok:
+            good = [True]
+
+            def cols(c: np.ndarray) -> np.ndarray:
+                z, ok = plan.cols(c + lo)
+                good[0] &= ok
+                return z
+            Z = vectors.cols_bc(cols, (n, k), g, nb, dtype, device)
+            if all(g.world.allgather_obj(good[0])):
+                LAST_VECTORS[0] = "stein"
+                return Z
+            del Z
+    LAST_VECTORS[0] = "dbdsqr"
+    return vectors.rows_bc(lambda r: lapacke.eig_rows(d, e, r)[1][:, lo:hi], (n, k), g, nb,
+                           dtype, device)
 
 
 @command

@@ -5,8 +5,8 @@ routine    kernels                  what is timed (both kernels, same operands)
 =========  =======================  ============================================
 gemm       torch, blas              n x n x n product (``kernels.local_gemm``)
 potrf      torch, scipy             Cholesky (``local_lapack.cholesky``)
-getrf      torch, scipy             LU with partial pivoting
-geqrf      torch, scipy             QR, R only
+getrf      torch, scipy             LU with partial pivoting (square, or a panel)
+geqrf      torch, scipy             QR, R only (square, or a panel)
 syevd      torch, scipy             symmetric eigenvalues and vectors
 gesdd      torch, scipy             singular values and vectors
 =========  =======================  ============================================
@@ -19,8 +19,11 @@ short measurement (both kernels on one moderate matrix, best of a few, CPU
 time with one thread) picks the faster; the choice is stored in the tune
 file (``profile.path()``) under ``key()`` (host, CPU, torch, numpy and scipy
 versions, OpenBLAS core type, threads), so a new version or thread count
-measures again. ``small`` is n <= SMALL (panels, measured at SMALL), ``large``
-the rest (measured at ``SIZES[routine]``); GEMM has one class.
+measures again. ``small`` is n <= SMALL (square blocks, measured at SMALL),
+``panel`` a tall-skinny m x n with n <= PANEL_MAX and m >= PANEL_RATIO n (the
+panels LU and QR factor on a grid column, measured at PANEL_SHAPE; only getrf
+and geqrf), ``large`` the rest (measured at ``SIZES[routine]``); GEMM has one
+class.
 
 Every rank must run the same kernel: LU and QR factor a panel redundantly on
 every rank of a grid column, and two kernels may pivot differently. So in a
@@ -51,11 +54,15 @@ ROUTINES: dict[str, tuple[str, ...]] = {
     "geqrf": ("torch", "scipy"), "syevd": ("torch", "scipy"), "gesdd": ("torch", "scipy")}
 DTYPES = (torch.float32, torch.float64)
 SMALL = 160                                       # n <= SMALL: the "small" class, measured at SMALL
+PANEL_ROUTINES = ("getrf", "geqrf")              # the routines that factor tall-skinny panels
+PANEL_MAX, PANEL_RATIO = 512, 4                   # n <= PANEL_MAX and m >= PANEL_RATIO n: "panel"
+PANEL_SHAPE = (1536, 128)                         # where the panel class is measured
 SIZES = {"gemm": 768, "potrf": 768, "getrf": 768, "geqrf": 640, "syevd": 320, "gesdd": 256}
 ENV = {"gemm": "DMATH_CPU_GEMM"} | {r: "DMATH_CPU_LAPACK" for r in ROUTINES if r != "gemm"}
 # measured by rank 0 at init when missing (what runs on several ranks: GEMMs and the panels)
 AT_INIT = [f"gemm {d} large" for d in ("float32", "float64")] + [
-    f"{r} {d} small" for r in ("potrf", "getrf", "geqrf") for d in ("float32", "float64")]
+    f"{r} {d} small" for r in ("potrf", "getrf", "geqrf") for d in ("float32", "float64")] + [
+    f"{r} {d} panel" for r in PANEL_ROUTINES for d in ("float32", "float64")]
 
 _MEMO: dict = {}                                  # (key(), entry) -> kernel, this process
 
@@ -64,10 +71,21 @@ def _dname(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def entry(routine: str, dtype: torch.dtype, n: int | None = None) -> str:
-    """Table entry of ``routine`` on ``dtype`` for a problem of order ``n`` (None: large)."""
-    cls = "small" if routine != "gemm" and n is not None and n <= SMALL else "large"
-    return f"{routine} {_dname(dtype)} {cls}"
+def size_class(routine: str, n: int | None = None, m: int | None = None) -> str:
+    """"small", "panel" or "large" for an m x n problem (n: the smaller side; m the
+    larger, None: square; n None: large)."""
+    if routine == "gemm" or n is None:
+        return "large"
+    if (routine in PANEL_ROUTINES and m is not None and n <= PANEL_MAX
+            and m >= PANEL_RATIO * max(n, 1)):
+        return "panel"
+    return "small" if n <= SMALL else "large"
+
+
+def entry(routine: str, dtype: torch.dtype, n: int | None = None, m: int | None = None) -> str:
+    """Table entry of ``routine`` on ``dtype`` for a problem of order ``n`` (None: large),
+    or an m x n one (a tall-skinny one is a "panel")."""
+    return f"{routine} {_dname(dtype)} {size_class(routine, n, m)}"
 
 
 def key(threads: int | None = None) -> str:
@@ -108,15 +126,16 @@ def forced_kernel(routine: str) -> str | None:
 
 
 def choice(routine: str, dtype: torch.dtype, n: int | None = None,
-           device: torch.device | None = None) -> str:
-    """The kernel ``routine`` runs for ``dtype`` at order ``n`` on ``device`` (CPU float32 /
-    float64 only choose; anything else is torch's)."""
+           device: torch.device | None = None, m: int | None = None) -> str:
+    """The kernel ``routine`` runs for ``dtype`` at order ``n`` (or on an m x n matrix, n
+    the smaller side) on ``device`` (CPU float32 / float64 only choose; anything else is
+    torch's)."""
     if (device is not None and device.type != "cpu") or dtype not in DTYPES:
         return "torch"
     f = forced_kernel(routine)
     if f is not None:
         return f
-    name = entry(routine, dtype, n)
+    name = entry(routine, dtype, n, m)
     if agreed.is_agreed():
         return agreed.get("local kernels").get(name, "torch")
     memo = (key(), name)
@@ -213,9 +232,10 @@ def measure(name: str, repeats: int = 3) -> dict:
     """Time both kernels for table entry ``name``: {"choice": fastest, "seconds": {...}}."""
     routine, dname, cls = name.split()
     dtype = getattr(torch, dname)
-    n = SMALL if cls == "small" else SIZES[routine]
+    rows, n = PANEL_SHAPE if cls == "panel" else (SMALL, SMALL) if cls == "small" \
+        else (SIZES[routine],) * 2
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(n, n, generator=g, dtype=torch.float64)
+    a = torch.randn(rows, n, generator=g, dtype=torch.float64)
     if routine in ("potrf", "syevd"):
         a = a @ a.T + n * torch.eye(n, dtype=torch.float64)
     a = a.to(dtype)

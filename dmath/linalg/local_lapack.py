@@ -31,7 +31,8 @@ def _pick(routine: str, t: torch.Tensor, kernel: str | None) -> str:
     if kernel is not None:
         return kernel if t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) \
             else "torch"
-    return choice(routine, t.dtype, min(t.shape[-2:]), t.device)
+    m, n = t.shape[-2:]
+    return choice(routine, t.dtype, min(m, n), t.device, max(m, n))
 
 
 def transpose_(t: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ one GEMM on each rank's piece). For each panel of nb columns k .. k+kb:
     for j in panel:  (V, W: n x i, replicated)
         a      := P[:, j] - V W[j]^T - W V[j]^T            column j, up to date
         d_j, e_j, tau_j, v := larfg(a[j+1:])
-        y      := A[:, j+1:] v                 distributed matvec: one all-reduce (n)
+        y      := A[j+1:, j+1:] v, with W^T v and V^T v     one all-reduce (n + 2i)
         y      -= V (W^T v) + W (V^T v)
         w      := tau y - (tau^2 / 2)(y^T v) v;  V, W gain v, w
     A[rest, rest] -= V W^T + W V^T           local GEMM on each rank's piece
@@ -19,6 +19,12 @@ replicated on every rank. Cost: 4n^3/3 flops, half in the matvecs (BLAS 2,
 memory bound, as in every one-stage reduction) and half in the GEMMs; n
 all-reduces of n elements. Memory per rank: its piece plus 2 n x nb panels.
 
+On CPU float32 / float64 the column loop runs in local OpenBLAS gemv calls on
+numpy views (``onestage.Workspace``: V and W interleaved in one panel, the
+products W^T v, V^T v split over the ranks and packed behind y in the
+column's one all-reduce); ``reduce_torch`` is the same loop in torch ops
+(GPU pieces, and the old path for ``benchmarks/onestage.py``).
+
 ``back`` applies Q to a block-cyclic Z (n x k) from the left, panel by panel
 in reverse (block reflectors, ``reflectors.apply``): pdormtr.
 """
@@ -28,12 +34,54 @@ import numpy as np
 import torch
 
 from ._bc import BC
-from . import reflectors
+from . import onestage, reflectors
 
 
-def reduce(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def reduce(M: BC, local_blas: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """In place on the symmetric M (both triangles stored): (d (n), e (n-1), tau (n-1)),
-    float64 numpy, replicated; the Householder vectors overwrite M's lower part."""
+    float64 numpy, replicated; the Householder vectors overwrite M's lower part.
+    ``local_blas``: the per-column work in local BLAS 2 (``onestage``; default where it
+    can run: CPU float32 / float64), else in torch ops (``reduce_torch``)."""
+    if local_blas is None:
+        local_blas = onestage.usable(M)
+    return _reduce_blas(M) if local_blas else reduce_torch(M)
+
+
+def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``reduce`` on ``onestage.Workspace``: L = (v_0, w_0, v_1, w_1, ...), R = L swapped;
+    one all-reduce per column (A v and L^T v packed), one per panel."""
+    n, nb = M.n, M.nb
+    d, e, tau = np.zeros(n), np.zeros(max(n - 1, 0)), np.zeros(max(n - 1, 0))
+    ws = onestage.Workspace(M, n, None)
+    L = ws.L
+    for k in range(0, n - 1, nb):
+        kb = min(nb, n - 1 - k)
+        P, _ = ws.panel(k, kb, False)
+        for i in range(kb):
+            j, c = k + i, 2 * i
+            col = P[j:, i]                                         # column j, up to date
+            if c:
+                ws.gemv(L[j:, :c], onestage.swap(L[j, :c]), col, False, -1.0, 1.0)
+            d[j] = float(col[0])
+            v = L[:, c]
+            e[j], tau[j] = ws.larfg(col[1:], v[j + 1:])
+            t = tau[j]
+            ws.put_col(j, v, j + 1)
+            y, ex = ws.product(v, j + 1, j + 1, j + 1, False, L, c)     # A v, L^T v
+            if c:
+                ws.gemv(L[j + 1:, :c], onestage.swap(ex), y, False, -1.0, 1.0)
+            w = L[j + 1:, c + 1]
+            np.multiply(y, float(t), out=w)                             # w = t y - t^2/2 (y.v) v
+            w += (-0.5 * t * float(np.dot(w, v[j + 1:]))) * v[j + 1:]
+        perm = np.arange(2 * kb).reshape(-1, 2)[:, ::-1].ravel()
+        ws.trailing(k + kb, L[:, :2 * kb], L, perm)                # A -= V W^T + W V^T
+    if n:
+        d[n - 1] = float(ws.panel(n - 1, 1, False)[0][n - 1, 0])
+    return d, e, tau
+
+
+def reduce_torch(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``reduce`` in torch ops on any device (replicated V, W; A v from whole local rows)."""
     n, nb, a = M.n, M.nb, M.a
     dt, dev = a.dtype, a.device
     d, e, tau = np.zeros(n), np.zeros(max(n - 1, 0)), np.zeros(max(n - 1, 0))

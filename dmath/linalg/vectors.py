@@ -1,4 +1,4 @@
-"""Rows of the tridiagonal / bidiagonal problem's vectors, built straight into block-cyclic pieces.
+"""Rows (or columns) of the tridiagonal / bidiagonal problem's vectors, built straight into block-cyclic pieces.
 
 After the reduction every rank holds the same (d, e); ``lapacke`` gives any
 subset of the rows of the vectors (dbdsqr's rotations depend on d and e only).
@@ -12,6 +12,11 @@ without ever holding more than its piece plus one chunk:
 
 so no rank builds a full row slab and redistributes it (which held the slab, its
 block-cyclic copy and the exchange buffers: 3-4x the share at once).
+
+``cols_bc`` is the same by columns, for methods that give any subset of the
+columns (inverse iteration, ``inverse_iteration``): the ranks of grid column c
+split c's columns into contiguous runs, compute theirs a chunk at a time and
+send each grid-column peer its rows (one all-to-all-v down the grid column).
 """
 from __future__ import annotations
 
@@ -59,4 +64,44 @@ def rows_bc(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, int], grid
         for x, t in zip(part, got):
             if len(x):
                 Z.a[Z.index(Z.lpos_rows(x))] = t
+    return Z
+
+
+def cols_bc(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, int], grid: Grid, nb: int,
+            dtype: torch.dtype, device) -> BC:
+    """The m x k matrix whose columns ``cols`` are ``fn(cols)`` (float64 numpy, m x
+    len(cols)), as a fresh block-cyclic(nb) BC on the 2-D ``grid``: ``rows_bc`` transposed.
+    The pr ranks of a grid column split its columns into pr contiguous runs (so a cluster
+    of neighbouring columns is mostly computed once), each computes its run a chunk of at
+    most nb columns at a time, and sends each grid-column peer the rows it holds (one
+    all-to-all-v down the grid column per chunk)."""
+    m, k = shape
+    pr, pc = grid.shape
+    myr, myc = grid.coords
+    Z = BC(torch.zeros((0, 0), dtype=dtype, device=device), (m, k), nb, grid)
+    gc = Z.gcols()
+    Z.a = torch.zeros((len(Z.grows()), len(gc)), dtype=dtype, device=device)
+    rows = [dim_map(m, pr, nb).indices(r) for r in range(pr)]
+    mine = np.array_split(gc, pr)                               # the columns each peer computes
+    most = max(len(x) for x in mine)
+    step = max(1, min(nb, most))
+    for s in range(0, max(most, 1), step):
+        part = [x[s:s + step] for x in mine]
+        cols = part[myr]
+        z = fn(cols) if len(cols) else np.zeros((m, 0))
+        zt = torch.from_numpy(np.ascontiguousarray(z)).to(dtype=dtype, device=device)
+        if pr == 1:
+            got = [zt]
+        else:
+            send = torch.cat([zt[Z.index(r)].reshape(-1) for r in rows])
+            flat = Z.col.alltoallv(send, [len(r) * len(cols) for r in rows],
+                                   [len(rows[myr]) * len(x) for x in part])
+            got, o = [], 0
+            for x in part:
+                got.append(flat[o:o + len(rows[myr]) * len(x)].view(len(rows[myr]), len(x)))
+                o += len(rows[myr]) * len(x)
+        for x, t in zip(part, got):
+            if len(x):
+                lc = (x // (nb * pc)) * nb + x % nb
+                Z.a[:, Z.index(lc)] = t
     return Z

@@ -150,8 +150,10 @@ def _finish(a: DArray, local: torch.Tensor, axes: tuple, keepdims: bool, op: str
             with_partial: bool = False) -> DArray:
     p = _reduction(a, axes, keepdims, with_partial)
     if p.comm is not None:
-        local = p.comm.allreduce(local, op)
-    return DArray(local.reshape(p.local_shape), p.shape, p.layout, a.grid)
+        local = p.comm.allreduce_(local, op)     # in place: ``local`` is the kernel's output
+    if local.shape != p.local_shape:
+        local = local.reshape(p.local_shape)
+    return DArray(local, p.shape, p.layout, a.grid)
 
 
 def _floating(t: torch.dtype) -> bool:

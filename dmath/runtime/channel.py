@@ -91,6 +91,11 @@ class Channel:
             self.mpi.Recv_init(self._frame_np, source=self.parent, tag=FRAME_TAG)
         self._count_reqs = [self.mpi.Recv_init(self._child_counts[i], source=c, tag=COUNT_TAG)
                             for i, c in enumerate(self.children)]
+        # servers: the persistent send of this rank's count to its parent (started by
+        # ``gather_status``, completed before the count is written again)
+        self._count_send = None if self.rank == 0 else \
+            self.mpi.Send_init(self._count, dest=self.parent, tag=COUNT_TAG)
+        self._count_started = False
 
     # -- commands: rank 0 -> everyone ------------------------------------------------
     def send(self, seq: int, flags: int, payload) -> None:
@@ -196,8 +201,12 @@ class Channel:
             self._wait(req)
             total += int(self._child_counts[i, 0])
         if self.rank != 0:
+            send = self._count_send
+            if self._count_started:
+                send.Wait()                   # the last count left long ago (8 bytes)
             self._count[0] = total
-            self.mpi.Send(self._count, dest=self.parent, tag=COUNT_TAG)
+            send.Start()
+            self._count_started = True
             return []
         if total == self._seen:
             return []                                 # the usual case: nothing new
@@ -214,8 +223,11 @@ class Channel:
         for r in self._pending:
             r.Wait()
         self._pending = []
-        for r in [self._frame_req, *self._count_reqs]:
+        if self._count_started:
+            self._count_send.Wait()
+            self._count_started = False
+        for r in [self._frame_req, self._count_send, *self._count_reqs]:
             if r is not None:
                 r.Free()
-        self._frame_req, self._count_reqs = None, []
+        self._frame_req, self._count_send, self._count_reqs = None, None, []
         self.mpi.Free()

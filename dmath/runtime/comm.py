@@ -154,13 +154,27 @@ class Comm:
             return self.allreduce(t.to(torch.float32), op).to(t.dtype)
         return tr.allreduce(self._flat(t), op).view(t.shape)
 
+    def allreduce_(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """``allreduce(t, op)``, written into ``t`` when MPI can reduce it there (a
+        contiguous CPU tensor of a type MPI reduces): no new tensor, no copy. ``t``
+        must be a fresh result the caller owns (a reduction's local output); the
+        result is ``t`` then, else a new tensor as ``allreduce`` returns."""
+        if self.size == 1 or (t.device.type == "cpu" and t.is_contiguous()
+                              and self.host.can_reduce(t.dtype)):
+            n = t.numel() * t.element_size()
+            STATS.record("allreduce", n, n)
+            if self.size > 1:
+                self.host.allreduce_(t, op)
+            return t
+        return self.allreduce(t, op)
+
     def host_allreduce_(self, t: torch.Tensor) -> torch.Tensor:
         """Sum of a contiguous CPU float/int ``t`` over the group, written into ``t``
         (a scalar reduction's steady-state path: no new tensor); returns ``t``."""
         n = t.numel() * t.element_size()
         STATS.record("allreduce", n, n)
         if self.size > 1:
-            self.mpi.Allreduce(MPI.IN_PLACE, t.view(-1).numpy(), op=MPI.SUM)
+            self.host.allreduce_(t, "sum")
         return t
 
     def host_allgatherv_into(self, t: torch.Tensor, out: torch.Tensor, counts: Sequence[int],

@@ -421,38 +421,44 @@ class Client:
         if _get_ident() != self.thread:
             _other_thread()
         if self.broken:
-            if self.lost:
-                raise RuntimeError(f"this dmath session is unusable ({self.broken}); a new "
-                                   "session needs a new Python process (kernel)")
-            raise RuntimeError(f"this dmath session is unusable: rank 0 left a command early "
-                               f"({self.broken}); the other ranks may be waiting in it. "
-                               "Restart the session.")
+            self._unusable()
         ch = self.channel
         eager = self.eager
-        if self._pending is not None:
-            self._settle()
-        elif not eager and ch.error_waiting():
-            self._raise(self._status(None), earlier=True)
         if spec.rewrites:
             args, kwargs, sargs, skwargs = spec.arguments(args, kwargs)
         else:
             sargs, skwargs = args, kwargs
+        # A template call's frame is packed first, while the servers may still be running
+        # the previous command (its outcome is collected next); nothing is sent before that
+        # outcome, so a failure there still stops this call (its frame is dropped).
+        frees = self.frees
+        nfrees = len(frees)
         enc = self._templates
         payload, new = (None, None) if enc is None else enc.encode(spec.key, sargs, skwargs,
-                                                                   self.frees)
+                                                                   frees)
+        try:
+            if self._pending is not None:
+                self._settle()
+            elif not eager and ch.error_waiting():
+                self._raise(self._status(None), earlier=True)
+        except BaseException:
+            if payload is not None:
+                enc.calls -= 1                  # staged, never sent
+            raise
         flags = template.FAST
         if payload is None:
             flags = 0
+            nfrees = len(frees)
             try:
-                payload = self._encode((spec.key, sargs, skwargs, self.frees,
+                payload = self._encode((spec.key, sargs, skwargs, frees,
                                         None if new is None else new.definition()))
             except (pickle.PicklingError, TypeError, AttributeError) as exc:
                 raise TypeError(f"the arguments of {spec.key} cannot be sent to the other "
                                 f"ranks ({exc}); pass arrays, numbers, layouts, grids and "
                                 "importable (module-level) functions, not lambdas or local "
                                 "functions") from exc
-        if self.frees:
-            self.frees = []
+        if nfrees:
+            del frees[:nfrees]       # those sent; any freed meanwhile go with the next frame
         self.seq = seq = self.seq + 1
         sync = eager or spec.sync or not seq % LAZY_LAG
         self.last = spec.key
@@ -493,6 +499,14 @@ class Client:
                 raise self._lost(seq) from exc
             raise
         return result
+
+    def _unusable(self) -> None:
+        if self.lost:
+            raise RuntimeError(f"this dmath session is unusable ({self.broken}); a new "
+                               "session needs a new Python process (kernel)")
+        raise RuntimeError(f"this dmath session is unusable: rank 0 left a command early "
+                           f"({self.broken}); the other ranks may be waiting in it. "
+                           "Restart the session.")
 
     def _register(self, result, seq: int) -> None:
         hs = [result] if type(result) in _HANDLE_TYPES else handles_in(result)
@@ -607,6 +621,19 @@ class Client:
                         pass
 
     # -- session ------------------------------------------------------------------------
+    def settle(self) -> None:
+        """Raise any failure on the servers of the commands sent so far, at the least
+        cost the error checks allow: pipelined: collect the outstanding counts (no
+        message); eager: nothing is outstanding; lazy: meet the servers (``sync``)."""
+        if _get_ident() != self.thread:
+            _other_thread()
+        if self.broken:
+            self._unusable()
+        if self._pending is not None:
+            self._settle()
+        elif not self.eager:
+            self.sync()
+
     def sync(self) -> None:
         """Meet every server; raise any failure not reported yet."""
         self._raise(self._status(None), earlier=True)
@@ -721,6 +748,14 @@ def sync() -> None:
     A no-op in SPMD mode."""
     if _client is not None:
         _client.sync()
+
+
+def settle() -> None:
+    """Rank 0 of a client-server session: make sure no command sent so far failed on
+    a server (raise its ``RemoteError`` if one did) before rank 0 hands out a value it
+    holds itself, e.g. ``item()`` of a replicated result. A no-op elsewhere."""
+    if _client is not None:
+        _client.settle()
 
 
 def session_stats() -> dict:

@@ -100,8 +100,8 @@ def process_group(world: Comm):
 
 _GUARDED = ((Comm, ("allgather_obj", "bcast_obj", "barrier", "agree", "root_outcome",
                    "host_allreduce_", "host_allgatherv_into")),
-            (HostMPI, ("allreduce", "allgatherv", "alltoallv", "reduce_scatterv", "bcast",
-                       "gatherv", "exchange")))
+            (HostMPI, ("allreduce", "allreduce_", "allgatherv", "alltoallv", "reduce_scatterv",
+                       "bcast", "gatherv", "exchange")))
 
 
 @contextmanager

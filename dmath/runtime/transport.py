@@ -37,6 +37,22 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.view(_MOVE_AS.get(t.dtype, t.dtype)).numpy()
 
 
+_MPI_TYPES = {torch.float64: MPI.DOUBLE, torch.float32: MPI.FLOAT, torch.int64: MPI.INT64_T,
+              torch.int32: MPI.INT32_T, torch.int16: MPI.INT16_T, torch.int8: MPI.INT8_T,
+              torch.uint8: MPI.UINT8_T, torch.complex128: MPI.C_DOUBLE_COMPLEX,
+              torch.complex64: MPI.C_FLOAT_COMPLEX}
+
+
+def _raw(t: torch.Tensor):
+    """MPI buffer of a contiguous CPU tensor: its memory by address with the MPI type of
+    its dtype (a small tensor's cheapest buffer: no numpy view is made), or ``_np(t)``."""
+    mt = _MPI_TYPES.get(t.dtype)
+    n = t.numel()
+    if mt is None or not n or not t.is_contiguous():
+        return _np(t)
+    return [MPI.memory.fromaddress(t.data_ptr(), n * t.element_size()), n, mt]
+
+
 def _displs(counts: Sequence[int]) -> list[int]:
     return np.concatenate([[0], np.cumsum(counts[:-1])]).astype(int).tolist() if counts else []
 
@@ -114,6 +130,10 @@ class HostMPI(Transport):
         out = self._empty(t.numel(), t)
         self.mpi.Allreduce(self._buf(t), self._buf(out), op=getattr(MPI, _MPI_OPS[op]))
         return out
+
+    def allreduce_(self, t: torch.Tensor, op: str) -> None:
+        """``op``-reduce contiguous CPU ``t`` over the group into ``t`` itself."""
+        self.mpi.Allreduce(MPI.IN_PLACE, _raw(t), op=getattr(MPI, _MPI_OPS[op]))
 
     def allgatherv(self, t, counts):
         out = self._empty(sum(counts), t)

@@ -28,8 +28,12 @@ device array, a batch is an ``index_select`` and the normalisation, all
 queued on the stream with no host work and no host synchronisation, so the
 loader is never on a training step's critical path. Where a rank's rows of
 the whole epoch, normalised, fit ``EPOCH_BYTES`` they are gathered at the
-epoch's first batch (one ``index_select``) and a batch is a slice of them: no
-kernel at all per batch. ``resident=True``
+epoch's first batch (one ``index_select``) into tensors kept and rewritten in
+place every epoch, and a batch is a view of them made once (batch ``i`` is the
+same pair of DArrays every epoch, its version bumped when its rows are
+rewritten): no kernel and no new array per batch; a captured training step
+gathers such a batch itself from the epoch's tensors (``resident_rows``:
+``train.graphs``), so it is not even copied. ``resident=True``
 insists (also on the CPU, where it equals the host path bit for bit),
 ``False`` reads from the host.
 
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import weakref
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -49,7 +54,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..array import DArray, Layout, as_dtype, global_indices, local_shape
+from ..array import DArray, Layout, as_dtype, global_indices, local_shape, touch_all
 from ..array.shards import take_piece
 from ..runtime import default_grid, dispatch
 from ..runtime.dispatch import command, register_handle_type
@@ -325,6 +330,8 @@ class DataLoader:
         self._pool: ThreadPoolExecutor | None = None
         self._device_data: tuple | None = None  # (x raw, y, {b: my rows}, (epoch, perm, gathered))
         self._pieces: dict = {}                 # batch size -> ``_piece``
+        self._epoch_buf: tuple | None = None    # a gathered epoch (``_gather_epoch``), reused
+        self._ready: tuple | None = None        # (epoch, its batches) once gathered
 
     def __len__(self) -> int:
         n = len(self.dataset)
@@ -390,7 +397,7 @@ class DataLoader:
     def _resident_batch(self, i: int, dev: torch.device) -> tuple[DArray, DArray]:
         """Batch ``i`` cut on the device: my rows of it, normalised as ``Dataset.read``.
         When the epoch's normalised rows fit (``EPOCH_BYTES``) they are gathered once per
-        epoch and a batch is a slice of them (no kernel per batch)."""
+        epoch, in place, and a batch is a view of them made once (no kernel per batch)."""
         ds = self.dataset
         if self._device_data is None:
             n = len(ds)
@@ -409,10 +416,8 @@ class DataLoader:
             ep = self._gather_epoch(x, y, perm[1], dev)
             self._device_data = (x, y, mine, (perm[0], perm[1], ep))
         if ep is not None:
-            xs, ys, offsets = ep
-            (x0, x1), (y0, y1) = offsets[i]
-            return (DArray(xs[x0:x1], shape, self.x_layout, self.grid),
-                    DArray(ys[y0:y1], (b,), self.y_layout, self.grid))
+            self._ready = (self.epoch, ep[3])
+            return ep[3][i]           # made once: views of the epoch's rows (no kernel)
         rx, ry = self._my_rows(b, dev)
         rows = perm[1][i * B:i * B + b]
         return (DArray(self._normalise(x.index_select(0, rows.index_select(0, rx))),
@@ -447,8 +452,11 @@ class DataLoader:
 
     def _gather_epoch(self, x: torch.Tensor, y: torch.Tensor, perm: torch.Tensor,
                       dev: torch.device) -> tuple:
-        """My rows of every batch of the epoch, normalised: (xs, ys, [((x0, x1), (y0, y1))])
-        with batch ``j`` at ``xs[x0:x1]``, ``ys[y0:y1]``."""
+        """My rows of every batch of the epoch, normalised: (xs, ys, offsets, batches)
+        with batch ``j`` at ``xs[x0:x1]``, ``ys[y0:y1]`` (``offsets[j]``) and
+        ``batches[j]`` its DArrays, views of ``xs`` / ``ys``. The next epoch is written
+        into the same ``xs`` / ``ys`` (its batches are the same DArrays, their versions
+        bumped): a captured step reads its batch from there (``resident_rows``)."""
         B, n = self.batch_size, len(self.dataset)
         ix, iy, offsets, ox, oy = [], [], [], 0, 0
         for j in range(len(self)):
@@ -460,12 +468,30 @@ class DataLoader:
             ox, oy = ox + len(rx), oy + len(ry)
         rx = perm.index_select(0, torch.cat(ix)) if ix else perm[:0]
         ry = perm.index_select(0, torch.cat(iy)) if iy else perm[:0]
-        return (self._normalise(x.index_select(0, rx), inplace=True), y.index_select(0, ry),
-                offsets)
+        xs, ys = self._normalise(x.index_select(0, rx), inplace=True), y.index_select(0, ry)
+        old = self._epoch_buf
+        if old is not None and old[0].shape == xs.shape and old[0].dtype == xs.dtype \
+                and old[2] == offsets:
+            old[0].copy_(xs)                       # the same arrays, new rows
+            old[1].copy_(ys)
+            touch_all(a for pair in old[3] for a in pair)
+            return old
+        batches = []
+        for j, ((x0, x1), (y0, y1)) in enumerate(offsets):
+            b = min(B, n - j * B)
+            bx = DArray(xs[x0:x1], (b,) + self.dataset.sample_shape, self.x_layout, self.grid)
+            by = DArray(ys[y0:y1], (b,), self.y_layout, self.grid)
+            _register_resident(bx, by, xs, x0, ys, y0)
+            batches.append((bx, by))
+        self._epoch_buf = (xs, ys, offsets, batches)
+        return self._epoch_buf
 
     @command
     def batch(self, i: int) -> tuple[DArray, DArray]:
         """Batch ``i`` of this epoch; starts reading batch ``i + 1``."""
+        ready = self._ready
+        if ready is not None and ready[0] == self.epoch and 0 <= i < len(ready[1]):
+            return ready[1][i]        # this epoch's rows are gathered: its batch, made once
         if not 0 <= i < len(self):
             raise IndexError(f"batch {i} of a loader of {len(self)} batches")
         from ..ops._common import device
@@ -486,6 +512,28 @@ class DataLoader:
                 DArray(y.to(dev, non_blocking=True), (b,), self.y_layout, self.grid))
 
 
+_RESIDENT: dict[int, tuple] = {}    # id(batch x) -> (weak ref to it, y, xs, x0, ys, y0)
+
+
+def _register_resident(bx: DArray, by: DArray, xs: torch.Tensor, x0: int, ys: torch.Tensor,
+                       y0: int) -> None:
+    k = id(bx)
+
+    def gone(ref, k=k):        # the batch died: forget it (unless its id was taken again)
+        if _RESIDENT.get(k, (None,))[0] is ref:
+            del _RESIDENT[k]
+    _RESIDENT[k] = (weakref.ref(bx, gone), by, xs, x0, ys, y0)
+
+
+def resident_rows(x: DArray) -> tuple | None:
+    """For a batch's images ``x`` cut from a gathered device-resident epoch:
+    ``(y, xs, x0, ys, y0)``, its labels' DArray and where this rank's rows of both
+    start in the epoch's tensors ``xs`` / ``ys`` (rewritten in place each epoch:
+    a captured step gathers its batch from them); None for any other array."""
+    e = _RESIDENT.get(id(x))
+    return None if e is None or e[0]() is not x else e[1:]
+
+
 def _whole(ix: np.ndarray, n: int) -> bool:
     """Whether the indices ``ix`` are 0, 1, ..., n - 1 (a whole dim, in order)."""
     return len(ix) == n and (n == 0 or (ix[0] == 0 and not np.any(np.diff(ix) != 1)))
@@ -497,4 +545,4 @@ def _make_loader(*args, **kwargs) -> DataLoader:
 
 
 __all__ = ["DataLoader", "Dataset", "KNOWN", "Source", "data_dir", "load_dataset",
-           "open_array", "read_idx_header"]
+           "open_array", "read_idx_header", "resident_rows"]

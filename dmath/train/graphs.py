@@ -11,12 +11,23 @@ What a replay must not miss (``runtime.capture``):
 * numbers that change from step to step (learning rate, Adam's bias
   corrections, the dropout streams) are read from device memory
   (``StepValues``), written before each replay;
-* the batch is copied into the graph's own input arrays;
+* the batch: one cut from a device-resident epoch (``data.resident_rows``)
+  is gathered inside the graph from the epoch's tensors (rewritten in place
+  every epoch), at rows the step values name; any other batch is copied into
+  the graph's own input arrays;
+* the stats (each micro-batch's loss sum and correct count) are written
+  inside the graph into a row of the graph's stats ring (``RING`` rows, the
+  row a step value): no copy and no host work per step;
 * after the replay the host does what the step's Python did (the optimizer's
   step counts, the random stream count, the trainer's step and schedule:
   ``Trainer.after_replay``) and bumps the versions of the arrays the step
   wrote (parameters, optimizer state, batch-norm statistics), so no cached
   host copy is stale.
+
+A step's key and the arrays it writes are made when its graph is looked up,
+and kept until the model's edit count (``nn.edits``) or the optimizer's
+``revision`` moves; the steady state compares those, the arrays' pieces and
+the batch (one torch operation outside the graph: the step values' copy).
 
 A graph is recorded on particular arrays and settings: when the model's or
 the optimizer's arrays are replaced (``load_state_dict``, a new layout) it is
@@ -52,10 +63,12 @@ from ..array import DArray, touch_all
 from ..nn import edits
 from ..ops import random as _random
 from ..runtime import capture, context, nccl
+from .data import resident_rows
 
 WARMUP = 2           # eager steps of a batch shape before its step is captured
 ATTEMPTS = 3         # failed captures before graphs are given up (a failed one is retried)
 KEEP = 8             # graphs kept (each holds its memory pool); the least recently used go
+RING = 64            # rows of a graph's stats ring (a step's stats live RING steps)
 
 
 class CudaGraph:
@@ -148,34 +161,62 @@ BACKENDS = {"cuda": CudaGraph, "replay": OpReplay}
 
 
 class _Graph:
-    def __init__(self, backend, inputs: list, arrays: list):
+    def __init__(self, backend, inputs: list, arrays: list, sources: list, gen: tuple):
         self.backend, self.inputs, self.arrays = backend, inputs, arrays
         self.tensors = [a.local for a in arrays]       # what the kernels were recorded on
-        self.outs: list[torch.Tensor] = []
+        self.sources = sources          # per micro-batch: None (copied in) or (xs, ys) gathered
+        self.gen = gen                  # (nn.edits(), optimizer revision) its arrays are of
         self.rng_calls = 0
         self.stepped: list[bool] = []                   # which parameters the step updates
         self.key: tuple | None = None
-        self.edits, self.settings = -1, None            # the model edit / optimizer settings seen
         # what a replay copies in and touches, as flat lists (made once)
-        self.dst = [a.local for b in inputs for a in b]
-        self.touched = [*arrays, *(a for b in inputs for a in b)]
+        copied = [b for b, src in zip(inputs, sources) if src is None]
+        self.dst = [a.local for b in copied for a in b]
+        self.touched = [*arrays, *(a for b in copied for a in b)]
+        n = len(inputs)
+        dev = inputs[0][0].local.device
+        # the stats ring: row r holds [loss sum, correct] of each micro-batch of a step,
+        # written inside the step at the row named by "stats.row"
+        self.ring = torch.zeros((RING, n, 2), dtype=torch.float64, device=dev)
+        self.rows: list[list] = []      # per ring row, its stats objects (the trainer's)
+        self.row = 0
+        # row numbers of each gathered micro-batch's piece (the index of its gather)
+        self.aranges = [None if src is None else
+                        (torch.arange(b[0].local.shape[0], device=src[0].device),
+                         torch.arange(b[1].local.shape[0], device=src[1].device))
+                        for b, src in zip(inputs, sources)]
+        # the step values naming where each gathered micro-batch's rows start
+        self.names = [(f"data.x{k}", f"data.y{k}") for k in range(n)]
 
-    def valid(self, arrays: list) -> bool:
-        """``arrays`` are the ones recorded, with the same pieces (C-level loops)."""
-        return len(arrays) == len(self.tensors) and all(map(is_, arrays, self.arrays)) and \
-            all(map(is_, map(_LOCAL, arrays), self.tensors))
+    def pieces_valid(self) -> bool:
+        """The arrays hold the pieces the kernels were recorded on (a C-level loop)."""
+        return all(map(is_, map(_LOCAL, self.arrays), self.tensors))
 
-    def fits(self, batches: list) -> bool:
-        """``batches`` have the shapes, dtypes and layouts the graph's inputs have."""
+    def takes(self, batches: list, numbers: dict) -> bool:
+        """``batches`` fit the graph's inputs (shapes, dtypes, layouts; a gathered one
+        cut from the same resident epoch); their row offsets put into ``numbers``."""
         if len(batches) != len(self.inputs):
             return False
-        for (x, y), (X, Y) in zip(batches, self.inputs):
-            if x.shape != X.shape or y.shape != Y.shape or x._local.dtype != X._local.dtype \
-                    or y._local.dtype != Y._local.dtype \
+        for k, ((x, y), (X, Y), src) in enumerate(zip(batches, self.inputs, self.sources)):
+            if src is not None:
+                r = resident_rows(x)
+                if r is None or r[0] is not y or r[1] is not src[0] or r[3] is not src[1] \
+                        or x.shape != X.shape:
+                    return False
+                nx, ny = self.names[k]
+                numbers[nx], numbers[ny] = r[2], r[4]
+            elif x.shape != X.shape or y.shape != Y.shape or resident_rows(x) is not None \
+                    or x._local.dtype != X._local.dtype or y._local.dtype != Y._local.dtype \
                     or not (x.layout is X.layout or x.layout == X.layout) \
                     or not (y.layout is Y.layout or y.layout == Y.layout):
                 return False
         return True
+
+    def stats(self) -> list:
+        """The stats of the step just replayed (views of its ring row); the next row set."""
+        out = self.rows[self.row]
+        self.row = (self.row + 1) % RING
+        return out
 
 
 _LOCAL = attrgetter("_local")
@@ -202,75 +243,95 @@ class StepGraphs:
         self.failures = 0
         self._model_key: tuple = (None, None)     # (nn.edits() when made, _settings(model))
         self._last: _Graph | None = None          # the graph of the last step (checked first)
+        self.captures = 0                         # graphs recorded (a count for the tests)
 
-    def step(self, batches: list[tuple[DArray, DArray]]) -> list | None:
+    def step(self, batches: list[tuple[DArray, DArray]], copy_stats: bool = False
+             ) -> list | None:
         """Run the step as a replay (or capture it); None: run it eagerly.
 
-        The steady state (the graph of the last step again: same model edit count,
-        optimizer settings, batch specs, arrays) checks just that, writes the step's
-        numbers (one copy), copies the batch in, replays and does the host's part."""
-        tr = self.trainer
+        The steady state (the graph of the last step again) checks that nothing it
+        was recorded on changed (the model's edit count and the optimizer's revision,
+        the arrays' pieces, the batch's specs), writes the step's numbers (one copy:
+        learning-rate terms, random streams, the stats row, the batch's rows in a
+        resident epoch), copies in a batch that is not resident, replays and does
+        the host's part. Its stats are views of the graph's stats ring, rewritten
+        ``RING`` steps later (``copy_stats``: copies)."""
         if self.failed is not None:
             return None
-        numbers = tr.optimizer.step_values()
+        tr = self.trainer
+        opt = tr.optimizer
+        numbers = opt.step_values()
         if numbers is None:
             return None
-        numbers = {**numbers, **_random.step_values()}
+        numbers.update(_random.step_values())
         g = self._last
-        if g is None or g.edits != edits() or g.settings != tr.optimizer.settings() \
-                or not g.fits(batches) or not g.valid(tr.step_arrays()):
+        if g is None or g.gen[0] != edits() or g.gen[1] != opt.revision \
+                or not g.pieces_valid() or not g.takes(batches, numbers):
             g = self._find(batches, numbers)
             if g is None or isinstance(g, list):
+                if copy_stats and g is not None:
+                    g = tr.stats_of([s.t for s in g], copy=True)
                 return g                     # eager (warm-up / no graph), or a capture's stats
-        self._feed(g, batches)
+        numbers["stats.row"] = g.row
+        if g.dst:
+            self._feed(g, batches)
         self.values.write(numbers)
         g.backend.replay()
         tr.after_replay(g.stepped, g.rng_calls)
         touch_all(g.touched)
-        return tr.stats_of(g.outs)
+        out = g.stats()
+        return tr.stats_of([s.t for s in out], copy=True) if copy_stats else out
 
     def _find(self, batches: list, numbers: dict) -> "_Graph | list | None":
         """The graph of this step's key (made current), the stats of a capture now made,
-        or None (run eagerly)."""
+        or None (run eagerly). The key and the written arrays are made here only: after
+        a change of the model (``nn.edits``) or the optimizer (``revision``), a replaced
+        piece, or a batch of other specs."""
         tr = self.trainer
         self._last = None
         if self._model_key[0] != edits():     # the model's settings, walked after an edit only
             self._model_key = (edits(), _settings(tr.model))
-        settings = tr.optimizer.settings()
-        key = (self._model_key[1], settings,
-               tuple((x.shape, x.local.dtype, x.layout, y.shape, y.local.dtype, y.layout)
-                     for x, y in batches))
+        gen = (edits(), tr.optimizer.revision)
+        sources = [_source(x, y) for x, y in batches]
+        key = (self._model_key[1], tr.optimizer.settings(),
+               tuple((x.shape, x.local.dtype, x.layout, y.shape, y.local.dtype, y.layout,
+                      None if src is None else (id(src[0]), id(src[1])))
+                     for (x, y), src in zip(batches, sources)))
         arrays = tr.step_arrays()
         g = self.graphs.get(key)
-        if g is not None and not g.valid(arrays):
+        if g is not None and not (len(arrays) == len(g.arrays) and all(map(is_, arrays, g.arrays))
+                                  and g.pieces_valid()):
             del self.graphs[key]                  # its arrays were replaced: record again
             g = None
         if g is None:
             self.seen[key] = self.seen.get(key, 0) + 1
             if self.seen[key] <= WARMUP:
                 return None
-            return self._capture(key, batches, numbers, arrays)
+            return self._capture(key, batches, sources, numbers, arrays)
+        if not g.takes(batches, numbers):         # (fills in the batch's rows)
+            raise RuntimeError("StepGraphs: a graph of this key does not take its batch")
         self.graphs[key] = self.graphs.pop(key)      # most recently used last
-        g.edits, g.settings = self._model_key[0], settings
+        g.gen = gen
         self._last = g
         return g
 
     def _feed(self, g: _Graph, batches: list) -> None:
-        if len(batches) == 1:
-            x, y = batches[0]
-            g.dst[0].copy_(x._local)
-            g.dst[1].copy_(y._local)
-        else:
-            for d, a in zip(g.dst, (a for b in batches for a in b)):
-                d.copy_(a._local)
+        src = (a for b, s in zip(batches, g.sources) if s is None for a in b)
+        for d, a in zip(g.dst, src):
+            d.copy_(a._local)
 
-    def _capture(self, key: tuple, batches: list, numbers: dict, arrays: list) -> list | None:
+    def _capture(self, key: tuple, batches: list, sources: list, numbers: dict,
+                 arrays: list) -> list | None:
         tr = self.trainer
         if self.values is None:
             self.values = capture.StepValues(batches[0][0].local.device)
         inputs = [tuple(DArray(torch.empty_like(a.local), a.shape, a.layout, a.grid)
-                        for a in b) for b in batches]
-        g = _Graph(self.backend(), inputs, arrays)
+                        if src is None else a for a in b) for b, src in zip(batches, sources)]
+        g = _Graph(self.backend(), inputs, arrays, sources, (edits(), tr.optimizer.revision))
+        g.rows = [tr.stats_of(list(r.unbind(0)), copy=False) for r in g.ring.unbind(0)]
+        if not g.takes(batches, numbers):          # (puts the gathered batches' rows in)
+            raise RuntimeError("StepGraphs: a new graph does not take its own batch")
+        numbers["stats.row"] = g.row
         self._feed(g, batches)
         touch_all(g.touched[len(arrays):])
         self.values.write(numbers)
@@ -281,9 +342,9 @@ class StepGraphs:
         several = world.size > 1            # collectives recorded (NCCL): runtime.nccl
         err = None
         try:
-            with capture.capturing(self.values), \
+            with capture.capturing(self.values) as values, \
                     (nccl.no_host_collectives() if several else nullcontext()):
-                g.outs = g.backend.record(lambda: [s.t for s in tr.eager_step(inputs)])
+                g.backend.record(lambda: self._recorded(g, values))
         except Exception as exc:            # noqa: BLE001 - any failure: train on eagerly
             err = exc
         if several:      # all ranks replay it or none (a rank missing from NCCL's kernels: a hang)
@@ -303,15 +364,39 @@ class StepGraphs:
                               f"graph ({self.failed}); training on without graphs",
                               stacklevel=3)
             return None
+        self.captures += 1
         g.rng_calls = _random.step_values()["rng.stream"] - stream0
         g.stepped = [a != b for a, b in zip(tr.optimizer.steps, steps0)]
         g.key = key
+        g.gen = (edits(), tr.optimizer.revision)    # the capture's own edits (casts) counted
         self.graphs[key] = g
         while len(self.graphs) > KEEP:
             del self.graphs[next(iter(self.graphs))]
         for a in g.arrays:
             a.touch()
-        return tr.stats_of(g.outs)
+        return g.stats()
+
+    def _recorded(self, g: _Graph, values: capture.StepValues) -> list:
+        """The captured step: a resident batch gathered from its epoch's tensors at the
+        rows the step values name, the trainer's eager step, its stats into the ring."""
+        inputs = []
+        for k, ((x, y), src, ar) in enumerate(zip(g.inputs, g.sources, g.aranges)):
+            if src is not None:
+                lx = src[0].index_select(0, ar[0] + values.get(g.names[k][0]))
+                ly = src[1].index_select(0, ar[1] + values.get(g.names[k][1]))
+                x, y = DArray(lx, x.shape, x.layout, x.grid), DArray(ly, y.shape, y.layout, y.grid)
+            inputs.append((x, y))
+        stats = self.trainer.eager_step(inputs)
+        g.ring.index_copy_(0, values.get("stats.row").reshape(1),
+                           torch.stack([s.t for s in stats]).unsqueeze(0))
+        return []
 
 
-__all__ = ["ATTEMPTS", "BACKENDS", "CudaGraph", "KEEP", "OpReplay", "StepGraphs", "WARMUP"]
+def _source(x: DArray, y: DArray) -> tuple | None:
+    """The resident epoch's (xs, ys) a batch is cut from, or None (copied into the graph)."""
+    r = resident_rows(x)
+    return None if r is None or r[0] is not y else (r[1], r[3])
+
+
+__all__ = ["ATTEMPTS", "BACKENDS", "CudaGraph", "KEEP", "OpReplay", "RING", "StepGraphs",
+           "WARMUP"]

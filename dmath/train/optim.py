@@ -123,11 +123,86 @@ def _adam_numbers(lr: float, betas: tuple, weight_decay: float, t: int) -> dict:
             "opt.c2": (1 - b2 ** t) ** 0.5}
 
 
+def _revising(base: type, name: str):
+    """``base.name`` that first counts a revision of the container's optimizer."""
+    def method(self, *a, **k):
+        self._owner.revised()
+        return getattr(base, name)(self, *a, **k)
+    method.__name__ = name
+    return method
+
+
+class _StateList(list):
+    """An optimizer state's arrays: replacing one counts a revision of its optimizer."""
+
+    def __init__(self, items, owner: "Optimizer"):
+        super().__init__(items)
+        self._owner = owner
+
+    for _m in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend",
+               "insert", "pop", "remove", "clear", "sort", "reverse"):
+        locals()[_m] = _revising(list, _m)
+    del _m
+
+    def __reduce__(self):             # pickled (copied) as a plain list
+        return list, (list(self),)
+
+
+class _StateDict(dict):
+    """``Optimizer.state``: name -> ``_StateList``; any change counts a revision."""
+
+    def __init__(self, owner: "Optimizer", items=()):
+        super().__init__()
+        self._owner = owner
+        for k, v in dict(items).items():
+            self[k] = v
+
+    def __setitem__(self, k, v):
+        self._owner.revised()
+        super().__setitem__(k, _StateList(v, self._owner))
+
+    for _m in ("__delitem__", "pop", "popitem", "clear"):
+        locals()[_m] = _revising(dict, _m)
+    del _m
+
+    def update(self, *a, **k):
+        for key, v in dict(*a, **k).items():
+            self[key] = v
+
+    def setdefault(self, k, v=None):
+        if k not in self:
+            self[k] = v
+        return self[k]
+
+    def __reduce__(self):             # pickled (copied) as a plain dict (re-wrapped on load)
+        return dict, (dict(self),)
+
+
 class Optimizer:
-    """Base: ``params``, ``lr``, ``step()``, ``zero_grad()``, ``state_dict()``."""
+    """Base: ``params``, ``lr``, ``step()``, ``zero_grad()``, ``state_dict()``.
+
+    ``revision`` counts the changes a captured step bakes in: a hyperparameter set
+    (``_hyper``), the state replaced or one of its arrays (``load_state_dict``, a
+    layout change); a captured step is re-checked only when it moves."""
 
     _state_names: tuple = ()
     _hyper: tuple = ()
+    revision = 0
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "state":
+            value = _StateDict(self, value)
+        elif name in self._hyper:
+            self.revised()
+        object.__setattr__(self, name, value)
+
+    def __setstate__(self, st: dict) -> None:      # unpickled: the state watched again
+        self.__dict__.update(st)
+        self.state = st.get("state", {})
+
+    def revised(self) -> None:
+        """Count a change of what a captured step bakes in (``revision``)."""
+        object.__setattr__(self, "revision", self.revision + 1)
 
     def __init__(self, params: Iterable[Param], lr: float):
         self.params = list(params)

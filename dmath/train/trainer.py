@@ -63,7 +63,7 @@ from ..runtime import context, nccl, world
 from ..runtime.dispatch import command, register_handle_type
 from . import checkpoint
 from .data import DataLoader
-from .graphs import StepGraphs
+from .graphs import RING, StepGraphs
 from .optim import Optimizer
 from .schedule import Schedule
 
@@ -204,11 +204,13 @@ class Trainer:
         self.model.collect(self.reducer)
         return st
 
-    def train_step(self, batches: list[tuple[DArray, DArray]]) -> list:
+    def train_step(self, batches: list[tuple[DArray, DArray]], copy_stats: bool = False) -> list:
         """One optimizer step over ``batches`` (micro-batches); their stats (not fetched).
-        A replayed graph when the trainer has graphs and the step's shapes were seen."""
+        A replayed graph when the trainer has graphs and the step's shapes were seen:
+        then the stats are views of the graph's stats ring, rewritten ``graphs.RING``
+        steps later (read or stage them before; ``copy_stats=True``: copies of them)."""
         if self.graphs is not None:
-            stats = self.graphs.step(batches)
+            stats = self.graphs.step(batches, copy_stats)
             if stats is not None:
                 return stats
         return self.eager_step(batches)
@@ -273,9 +275,10 @@ class Trainer:
         return [*mine[1], *chain.from_iterable(self.optimizer.state.values())]
 
     @staticmethod
-    def stats_of(outs: list) -> list:
-        """A replayed step's stats from the graph's output tensors (copied)."""
-        return [_Stats(t.clone()) for t in outs]
+    def stats_of(tensors: list, copy: bool) -> list:
+        """Stats objects of a replayed step's [loss sum, correct] tensors (``copy``: of
+        copies of them)."""
+        return [_Stats(t.clone() if copy else t) for t in tensors]
 
     def forget_cached_casts(self) -> None:
         """Drop the parameters' cached compute-dtype copies (a capture must cast anew)."""
@@ -339,6 +342,7 @@ class Trainer:
             bar = tqdm(total=steps, desc=f"epoch {epoch + 1}/{epochs}", unit="step",
                        leave=True, dynamic_ncols=True)
         pending, tot = [], [0.0, 0.0]          # tot: loss, hits
+        every = min(self.log_every, RING)     # staged before a graph's stats ring wraps
         staged = None          # the last log_every steps' stats, on their way to the host
         i, seen = 0, 0
 
@@ -360,7 +364,7 @@ class Trainer:
             n = sum(b[0].shape[0] for b in batches)
             seen += n
             pending.append((self.train_step(batches), n))
-            if len(pending) >= self.log_every or s == steps - 1:
+            if len(pending) >= every or s == steps - 1:
                 # no synchronisation: these stats are read log_every steps later
                 group = (_stage_stats([st for sts, _ in pending for st in sts]), pending)
                 if staged is not None:

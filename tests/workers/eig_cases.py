@@ -279,4 +279,133 @@ for gi, grid in enumerate(grids()):
     if gi in (0, len(grids()) - 1):                       # a 2-D and the 1-D grid
         C.ok(case_spectral(grid, lay))
         C.ok(case_nan(grid, lay))
+
+
+def case_onestage_reductions():
+    """tridred: the reductions' two loops (onestage's local BLAS and the torch ops the
+    GPU runs) give the same tridiagonal / bidiagonal, with numpy's spectrum, on an
+    uneven size and block (float64, float32)."""
+    from dmath.linalg import bidiagonal, onestage, tridiagonal
+    from dmath.linalg._bc import to_bc
+    g = dmath.Grid(dmath.runtime.most_square(p))
+    done = 0
+    for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-3)):
+        s = symmetric(29, "random")
+        g_ = general(31, 22, "random")
+        S = dmath.from_numpy(s, dmath.block_cyclic(4), grid=g, dtype=dtype)
+        A = dmath.from_numpy(g_, dmath.block_cyclic(3), grid=g, dtype=dtype)
+        out = {}
+        for blas in (True, False):
+            d, e, _ = tridiagonal.reduce(to_bc(S, 4, g), blas)
+            bd, be, _, _ = bidiagonal.reduce(to_bc(A, 3, g), blas)
+            out[blas] = (d, np.abs(e), np.abs(bd), np.abs(be))
+        assert onestage.usable(to_bc(S, 4, g)), "onestage not usable on CPU"
+        scale = max(n1(s), n1(g_))
+        for x, y in zip(out[True], out[False]):
+            assert np.allclose(x, y, rtol=0, atol=tol * scale), f"onestage {dtype}: loops differ"
+        d, e = out[True][0], out[True][1]
+        w = np.linalg.eigvalsh(np.diag(d) + np.diag(e, 1) + np.diag(e, -1))
+        assert np.allclose(w, np.linalg.eigvalsh(stored(s, dtype)), rtol=0, atol=tol * scale)
+        bd, be = out[True][2], out[True][3]
+        sv = np.linalg.svd(np.diag(bd) + np.diag(be, 1), compute_uv=False)
+        assert np.allclose(sv, np.linalg.svd(stored(g_, dtype), compute_uv=False), rtol=0,
+                           atol=tol * scale)
+        done += 3
+    return done
+
+
+C.ok(case_onestage_reductions())
+
+
+# --- eigh's tridiagonal eigenvector stage: inverse iteration (stein) and dbdsqr, on clusters ---
+# (DMATH_EIGH_VECTORS; dmath/linalg/inverse_iteration.py). Every layout of every grid, uneven n,
+# many equal eigenvalues, the identity, glued Wilkinson matrices; the stein path must be the one
+# used (clusters <= 32 here), a cluster > 32 and a check failing on one rank fall back to dbdsqr.
+
+def wilkinson_glued(n: int, glue: float = 1e-10) -> np.ndarray:
+    """Copies of W21+ (diagonal |-10..10|, off-diagonal 1) glued by ``glue``, cut to n rows,
+    turned dense by a random orthogonal similarity."""
+    d = np.tile(np.abs(np.arange(21) - 10.0), -(-n // 21))[:n]
+    e = np.ones(max(n - 1, 0))
+    e[20::21] = glue
+    q = orth(n)
+    return q @ (np.diag(d) + np.diag(e, 1) + np.diag(e, -1)) @ q.T
+
+
+def vectors_matrix(n: int, kind: str) -> np.ndarray:
+    if kind == "equal":                                     # two eigenvalues, each ~n/2 times
+        q = orth(n)
+        return (q * np.where(np.arange(n) < n // 2, 3.0, -1.0)) @ q.T
+    if kind == "identity":
+        return np.eye(n)
+    if kind == "glued":
+        return wilkinson_glued(n)
+    return symmetric(n, kind)
+
+
+def case_vectors(grid, name, lay, n, dtype, kind, nb, method, expect):
+    """eigh with DMATH_EIGH_VECTORS=method: scaled residual / orthogonality < LIMIT and the
+    tridiagonal vectors made by ``expect`` (stein / dbdsqr)."""
+    from dmath.linalg import eigensolver
+    from dmath.runtime import agreed
+    what = f"vectors {method} {grid!r} {name} n={n} {dtype} {kind} nb={nb}"
+    a = stored(vectors_matrix(n, kind), dtype)
+    A = dmath.from_numpy(a, lay, grid=grid, dtype=dtype)
+    with agreed.override("DMATH_EIGH_VECTORS", method):
+        eigensolver.LAST_VECTORS[0] = ""
+        w, V = la.eigh(A, nb=nb)
+        assert eigensolver.LAST_VECTORS[0] == expect, \
+            f"{what}: vectors by {eigensolver.LAST_VECTORS[0]!r}, expected {expect!r}"
+        w, v = host(w), host(V)
+        assert V.layout == A.layout and v.shape == (n, n), what
+        e = eps(dtype)
+        scaled(n1(a @ v - v * w), n1(a) * n * e, f"{what} residual")
+        scaled(n1(v.T @ v - np.eye(n)), n * e, f"{what} orthogonality")
+        lo, hi = n // 3, n // 3 + 5                         # a subset: the same columns
+        ws, Vs = la.eigh(A, subset_by_index=(lo, hi), nb=nb)
+        vs = host(Vs)
+        scaled(n1(a @ vs - vs * host(ws)), n1(a) * n * e, f"{what} subset residual")
+        scaled(n1(vs.T @ vs - np.eye(hi - lo + 1)), n * e, f"{what} subset orthogonality")
+    return 4
+
+
+def vectors_cases() -> int:
+    from dmath.linalg import _bc, inverse_iteration
+    from dmath.runtime import agreed
+    done = 0
+    local = _bc.LOCAL_WHEN_ONE_RANK
+    _bc.LOCAL_WHEN_ONE_RANK = False                         # 1 rank: the distributed path too
+    try:
+        kinds = ("equal", "identity", "glued", "clustered", "random", "graded")
+        for gi, grid in enumerate(grids()):
+            for li, (name, lay) in enumerate(layouts(grid)):
+                j = gi + li
+                kind = kinds[j % len(kinds)]
+                n = (23, 30, 37, 41, 26)[j % 5]
+                nb = (1, 3, 8, None)[j % 4]
+                dtype = torch.float32 if j % 5 == 4 else torch.float64
+                for method in ("stein", "dbdsqr"):
+                    done += case_vectors(grid, name, lay, n, dtype, kind, nb, method, method)
+        grid = grids()[-1]
+        name, lay = layouts(grid)[0]
+        done += case_vectors(grid, name, lay, 70, torch.float64, "equal", 8, "stein", "dbdsqr")
+        if rank == 0:                                       # a check failing on one rank only
+            inverse_iteration.RESIDUAL = -1.0
+        try:
+            done += case_vectors(grid, name, lay, 30, torch.float64, "glued", 4, "stein", "dbdsqr")
+        finally:
+            inverse_iteration.RESIDUAL = 10.0
+        with agreed.override("DMATH_EIGH_VECTORS", "qr"):   # a bad method: ValueError everywhere
+            try:
+                la.eigh(dmath.from_numpy(np.eye(4), lay, grid=grid))
+                raise AssertionError("DMATH_EIGH_VECTORS=qr did not raise")
+            except ValueError as e:
+                assert "DMATH_EIGH_VECTORS" in str(e), str(e)
+                done += 1
+    finally:
+        _bc.LOCAL_WHEN_ONE_RANK = local
+    return done
+
+
+C.ok(vectors_cases())
 C.report()

@@ -39,11 +39,11 @@ Y = (X[:, 4:8, 4:8].mean((1, 2)) // 52).astype(np.int64)
 DS = train.Dataset(X, Y, 1 / 255, 0.5, 0.25)
 
 
-def make(graphs, model="lenet", opt="sgd", precision="fp32", accumulate=1):
+def make(graphs, model="lenet", opt="sgd", precision="fp32", accumulate=1, resident="auto"):
     dtype = torch.float64 if precision == "fp32" and not CUDA else torch.float32
     net, xl = train.build(model, (1, 12, 12), 5, parallel="data", batch=8, dtype=dtype, seed=1)
     loader = train.DataLoader(DS, 8, layout=xl, shuffle=True, seed=5, drop_last=False,
-                              dtype=dtype)
+                              dtype=dtype, resident=resident)
     val = train.DataLoader(DS, 20, layout=xl, dtype=dtype)
     o = train.SGD(net.params(), 0.05, momentum=0.9, nesterov=True, weight_decay=1e-3) \
         if opt == "sgd" else train.AdamW(net.params(), 3e-3)
@@ -95,6 +95,7 @@ for backend in BACKENDS:
         shapes = 2                     # steps of batches of 8, and the last one (with a 4)
         assert tr.graphs.failed is None and len(tr.graphs.graphs) == shapes, \
             (what, tr.graphs.failed, len(tr.graphs.graphs))
+        assert tr.graphs.captures == shapes, (what, tr.graphs.captures)   # each once
         same(a, b, tol, what + " losses")
         same(ea, eb, tol, what + " evaluation")
         for p, q in zip(params(ref), params(tr)):
@@ -117,6 +118,93 @@ for backend in BACKENDS:
     same(tr2.step_losses, full, tolerance("fp32"), backend + " resumed")
     assert len(tr2.graphs.graphs) == 1          # the last batch shape seen twice: eager
     passed += 1
+
+# a device-resident epoch (resident=True; the GPU's default): batches are views of the
+# epoch's rows, rewritten in place each epoch, and the captured step gathers its batch
+# from them (the step values name the rows): the same curves as eager steps on host batches
+for model, opt, precision, acc in (("lenet", "adamw", "fp32", 1), ("lenet", "sgd", "bf16", 2)):
+    kw = dict(model=model, opt=opt, precision=precision, accumulate=acc)
+    ref, a, ea = fit(False, **kw)
+    tr, b, eb = fit("replay", resident=True, **kw)
+    what = f"resident {model} {opt} {precision} accumulate={acc}"
+    assert tr.graphs.failed is None and tr.graphs.captures == len(tr.graphs.graphs) == 2, what
+    assert all(s is not None for g in tr.graphs.graphs.values() for s in g.sources), what
+    assert all(not g.dst for g in tr.graphs.graphs.values()), what       # nothing copied in
+    same(a, b, tolerance(precision), what + " losses")
+    same(ea, eb, tolerance(precision), what + " evaluation")
+    for p, q in zip(params(ref), params(tr)):
+        same(p, q, tolerance(precision), what + " parameters")
+    passed += 1
+# the resident batches are the same arrays every epoch, their rows rewritten (versions bumped)
+_, loader, _ = make(False, resident=True)
+loader.set_epoch(0)
+x0, y0 = loader.batch(0)
+v0, first = x0.version, x0.to_numpy().copy()
+loader.set_epoch(1)
+x1, y1 = loader.batch(0)
+assert x1 is x0 and y1 is y0 and x0.version > v0 and not np.array_equal(first, x0.to_numpy())
+host = train.DataLoader(DS, 8, layout=x0.layout, shuffle=True, seed=5, dtype=x0.local.dtype,
+                        resident=False)
+host.set_epoch(1)
+assert np.array_equal(host.batch(0)[0].to_numpy(), x0.to_numpy())
+passed += 1
+
+# copy_stats: a replayed step's stats are views of the graph's stats ring (rewritten RING
+# steps later); copy_stats=True gives copies; both equal the eager step's stats
+steps = G.RING + 8
+got = {}
+for graphs in (False, "replay"):
+    tr, loader, _ = make(graphs, opt="adamw", resident=True)
+    loader.set_epoch(0)
+    copies = []
+    for s_ in range(steps):
+        batch = [loader.batch(s_ % 5)]                  # batches of 8 only: one graph
+        copies.append(tr.train_step(batch, copy_stats=True)[0])
+    got[graphs] = np.array([c.t.cpu().numpy() for c in copies])
+    if graphs:
+        g = next(iter(tr.graphs.graphs.values()))
+        assert tr.graphs.captures == 1
+        row = g.row                          # the next row to be written
+        ring_view = g.rows[(row - 1) % G.RING][0].t      # the last step's view
+        assert np.array_equal(ring_view.cpu().numpy(), got[graphs][-1])
+        before = ring_view.cpu().numpy().copy()
+        for s_ in range(G.RING):             # RING more steps: the row is rewritten
+            tr.train_step([loader.batch(s_ % 5)])
+        assert not np.array_equal(before, ring_view.cpu().numpy())
+same(got[False], got["replay"], tolerance("fp32"), "copy_stats")
+passed += 1
+
+# the key and the written arrays are kept until something changes them, then exactly
+# re-checked: lr (schedule) and train()/eval() toggles replay; a hyperparameter set to its
+# own value re-checks and finds the same graph; a new value records another; load_state_dict
+# of the optimizer and of the model (new arrays) records anew
+runs, counts = [], []
+for graphs in (False, "replay"):
+    tr, loader, val = make(graphs, opt="adamw", resident=True)
+    tr.fit(loader, 2, val=val)
+    c = [tr.graphs.captures if graphs else 0]
+    tr.optimizer.weight_decay = tr.optimizer.weight_decay
+    tr.fit(loader, 3)
+    c.append(tr.graphs.captures if graphs else 0)
+    tr.optimizer.betas = (0.8, 0.99)
+    tr.fit(loader, 4)
+    c.append(tr.graphs.captures if graphs else 0)
+    tr.optimizer.load_state_dict(tr.optimizer.state_dict())
+    tr.fit(loader, 5)
+    c.append(tr.graphs.captures if graphs else 0)
+    tr.model.load_state_dict(tr.model.state_dict())
+    tr.fit(loader, 6)
+    c.append(tr.graphs.captures if graphs else 0)
+    runs.append(tr.step_losses)
+    counts.append(c)
+same(runs[0], runs[1], tolerance("fp32"), "invalidations")
+# epochs 1-2: the batches of 8 (captured at their third step); epoch 3: the last batch
+# (of 4, seen for the third time); the same weight decay set again: nothing; new betas
+# (epoch 4): the batches of 8 again; the optimizer's state reloaded (new arrays): they
+# again; the model reloaded (epoch 6): they again, and the last batch, now seen three
+# times with the new betas
+assert counts[1] == [1, 2, 3, 4, 6], counts[1]
+passed += 1
 
 # settings changed between epochs (dropout p, weight decay): another graph, as eager
 runs = []

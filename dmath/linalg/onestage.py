@@ -1,0 +1,219 @@
+"""The per-column engine of the one-stage reductions (``tridiagonal``, ``bidiagonal``) on CPU.
+
+LAPACK's dlatrd / dlabrd (ScaLAPACK's pdlatrd / pdlabrd) keep the panel's
+reflectors and their products in two replicated panels and never touch A
+inside the panel: the current A is A - L R^T. Here L and R are interleaved
+(column 2i, 2i + 1 of a panel: tridiagonal (v_i, w_i) with R = L's pairs
+swapped; bidiagonal L = (u_i, x_i), R = (y_i, v_i)), so every correction of
+a column is ONE gemv over the first columns of L or R:
+
+    column j up to date      col -= L[j:, :c] R[j, :c]^T               (replicated)
+    product with a reflector y  = A_loc x  + partials B[s:, :c]^T x     (local)
+                             -> one all-reduce of [y | B^T x]          (the column's one collective)
+                             y -= L (B^T x)                            (replicated)
+
+``Workspace`` holds what a reduction needs for that: the rank's piece as a
+numpy view (no copy), its global row / column indices, L and R, the packed
+all-reduce buffer, and OpenBLAS's gemv / nrm2 for the dtype (from the
+OpenBLAS scipy ships, ``lapacke.openblas``, called by ctypes on strided
+views with their leading dimensions: no copies, ~1 us a call). The local
+product touches only rows and columns past the reflector's start (half the
+flops of a product with whole rows); the partial products B^T x are split
+over the ranks by rows (each computes 1/p), packed behind y. ``panel``
+replicates a panel's columns (and rows, bidiagonal) in one all-reduce;
+``trailing`` is the panel's local GEMM on the rank's piece, A -= L R^T.
+
+CPU float32 / float64 pieces only (``usable``); the torch loops in
+``tridiagonal`` / ``bidiagonal`` serve the rest (GPU) and stay callable
+for comparison (``benchmarks/onestage.py``).
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+import torch
+
+from ._bc import BC, sub_gemm
+from .kernels import _limit_blas_threads
+from .lapacke import openblas
+
+_FNS: dict = {}
+
+
+def _blas(dtype: np.dtype):
+    """(gemv, nrm2) of scipy's OpenBLAS for float64 / float32, or None."""
+    key = np.dtype(dtype).char
+    if key not in _FNS:
+        lib = openblas()
+        fns = None
+        if lib is not None:
+            try:
+                pre, ct = ("d", ctypes.c_double) if key == "d" else ("s", ctypes.c_float)
+                gemv = getattr(lib, f"scipy_cblas_{pre}gemv")
+                nrm2 = getattr(lib, f"scipy_cblas_{pre}nrm2")
+                i, p = ctypes.c_int, ctypes.c_void_p
+                gemv.argtypes = [i, i, i, i, ct, p, i, p, i, ct, p, i]
+                gemv.restype = None
+                nrm2.argtypes = [i, p, i]
+                nrm2.restype = ct
+                fns = (gemv, nrm2)
+            except AttributeError:
+                fns = None
+        _FNS[key] = fns
+    return _FNS[key]
+
+
+def usable(M: BC) -> bool:
+    """Whether ``Workspace`` can run on M: a CPU float32 / float64 piece and scipy's
+    OpenBLAS present (the same answer on every rank: the two loops' collectives differ)."""
+    a = M.a
+    return (a.device.type == "cpu" and a.dtype in (torch.float32, torch.float64)
+            and _blas(np.float64 if a.dtype == torch.float64 else np.float32) is not None)
+
+
+def swap(x: np.ndarray) -> np.ndarray:
+    """x's entries swapped in pairs (x0, x1, x2, x3, ...) -> (x1, x0, x3, x2, ...)."""
+    return x.reshape(-1, 2)[:, ::-1].ravel()
+
+
+class Workspace:
+    """One rank's state for a one-stage reduction of M: the piece as a numpy view, the
+    interleaved panels L (``left`` rows x 2 nb) and R (``right`` rows, or None: the
+    tridiagonal's R is L swapped), the all-reduce buffer, BLAS 2 for M's dtype."""
+
+    def __init__(self, M: BC, left: int, right: int | None):
+        self.M = M
+        if not M.a.is_contiguous():
+            M.a = M.a.contiguous()
+        self.a = M.a.detach().numpy()
+        self.dt = self.a.dtype
+        self.isz = self.dt.itemsize
+        self._gemv, self._nrm2 = _blas(self.dt)
+        _limit_blas_threads()                   # torch's thread count, not every core
+        self.gr, self.gc = M.grows(), M.gcols()
+        self.world = M.grid.world
+        self.p, self.rank = self.world.size, self.world.rank
+        w = 2 * M.nb
+        self.L = np.zeros((left, w), dtype=self.dt)
+        self.R = None if right is None else np.zeros((right, w), dtype=self.dt)
+        self.buf = np.zeros(max(M.m, M.n) + w + 1, dtype=self.dt)
+        self.buf_t = torch.from_numpy(self.buf)
+
+    # -- BLAS 2 on strided views -------------------------------------------------------
+    def gemv(self, A: np.ndarray, x: np.ndarray, y: np.ndarray, trans: bool = False,
+             alpha: float = 1.0, beta: float = 0.0) -> None:
+        """y := alpha op(A) x + beta y in place (A a 2-D view with unit column stride,
+        x and y 1-D views, any stride)."""
+        m, n = A.shape
+        if (n if trans else m) == 0:
+            return
+        if (m if trans else n) == 0:
+            if beta != 1.0:
+                y *= beta
+            return
+        s = self.isz
+        lda = A.strides[0] // s if m > 1 else max(n, 1)
+        self._gemv(101, 112 if trans else 111, m, n, alpha, A.ctypes.data, lda,
+                   x.ctypes.data, x.strides[0] // s, beta, y.ctypes.data, y.strides[0] // s)
+
+    def larfg(self, x: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+        """(beta, tau) with (I - tau v v^T) x = beta e_1, written into v (v[0] = 1);
+        LAPACK dlarfg, as ``reflectors.larfg``."""
+        alpha = float(x[0])
+        n = x.shape[0]
+        xnorm = float(self._nrm2(n - 1, x[1:].ctypes.data, x.strides[0] // self.isz)) \
+            if n > 1 else 0.0
+        v[0] = 1
+        if xnorm == 0.0:
+            v[1:] = 0
+            return alpha, 0.0
+        beta = -math.copysign(math.hypot(alpha, xnorm), alpha)
+        np.divide(x[1:], alpha - beta, out=v[1:])
+        return beta, (beta - alpha) / beta
+
+    # -- collectives -------------------------------------------------------------------
+    def panel(self, k: int, kb: int, rows: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """(columns k:k+kb (m x kb), rows k:k+kb (kb x n) if ``rows``) of the stored M,
+        replicated, in one all-reduce; the panels L and R zeroed."""
+        M, a = self.M, self.a
+        m, n = M.m, M.n
+        size = m * kb + (kb * n if rows else 0)
+        buf = np.zeros(size, dtype=self.dt)
+        P = buf[: m * kb].reshape(m, kb)
+        l0, l1 = M.lcol(k), M.lcol(k + kb)
+        if l1 > l0 and a.shape[0]:
+            P[self.gr[:, None], (self.gc[l0:l1] - k)[None, :]] = a[:, l0:l1]
+        R = None
+        if rows:
+            R = buf[m * kb:].reshape(kb, n)
+            r0, r1 = M.lrow(k), M.lrow(k + kb)
+            if r1 > r0 and a.shape[1]:
+                R[(self.gr[r0:r1] - k)[:, None], self.gc[None, :]] = a[r0:r1]
+        if self.p > 1:
+            self.world.host_allreduce_(torch.from_numpy(buf))
+        self.L[:, : 2 * kb] = 0
+        if self.R is not None:
+            self.R[:, : 2 * kb] = 0
+        return P, R
+
+    def product(self, x: np.ndarray, xs: int, r0: int, c0: int, trans: bool,
+                B: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """(y, B[xs:, :c]^T x[xs:]) in one all-reduce: y = A[r0:, c0:] x (rows r0..m) or,
+        ``trans``, A[r0:, c0:]^T x (columns c0..n) of the stored A (x replicated, global
+        indices, zero before ``xs``). Views into the buffer, valid until the next call."""
+        M, a = self.M, self.a
+        lr, lc = M.lrow(r0), M.lcol(c0)
+        ny = (M.n - c0) if trans else (M.m - r0)
+        buf = self.buf[: ny + c]
+        buf[:] = 0
+        y, ex = buf[:ny], buf[ny:]
+        if lr < a.shape[0] and lc < a.shape[1]:
+            piece = a[lr:, lc:]
+            if trans:
+                xl = x[self.gr[lr:]]
+                tmp = np.empty(piece.shape[1], dtype=self.dt)
+                self.gemv(piece, xl, tmp, True)
+                y[self.gc[lc:] - c0] = tmp
+            else:
+                xl = x[self.gc[lc:]]
+                tmp = np.empty(piece.shape[0], dtype=self.dt)
+                self.gemv(piece, xl, tmp)
+                y[self.gr[lr:] - r0] = tmp
+        if c:
+            N = x.shape[0]
+            lo = xs + (N - xs) * self.rank // self.p
+            hi = xs + (N - xs) * (self.rank + 1) // self.p
+            if hi > lo:
+                self.gemv(B[lo:hi, :c], x[lo:hi], ex, True)
+        if self.p > 1:
+            self.world.host_allreduce_(self.buf_t[: ny + c])
+        return y, ex
+
+    # -- writes to the piece -----------------------------------------------------------
+    def put_col(self, j: int, v: np.ndarray, r0: int) -> None:
+        """M[r0:, j] := v[r0:] (v replicated, global rows) on the owners of column j."""
+        M = self.M
+        if M.cowner(j) == M.myc:
+            lr = M.lrow(r0)
+            self.a[lr:, M.lcol(j)] = v[self.gr[lr:]]
+
+    def put_row(self, i: int, v: np.ndarray, c0: int) -> None:
+        """M[i, c0:] := v[c0:] (v replicated, global columns) on the owners of row i."""
+        M = self.M
+        if M.rowner(i) == M.myr:
+            lc = M.lcol(c0)
+            self.a[M.lrow(i), lc:] = v[self.gc[lc:]]
+
+    def trailing(self, s: int, L: np.ndarray, R: np.ndarray,
+                 perm: np.ndarray | None = None) -> None:
+        """M[s:, s:] -= L R[:, perm]^T on this rank's piece (one local GEMM); L (m rows)
+        and R (n rows) replicated, global rows."""
+        M = self.M
+        r0, c0 = M.lrow(s), M.lcol(s)
+        if r0 < self.a.shape[0] and c0 < self.a.shape[1] and L.shape[1]:
+            left = torch.from_numpy(L[self.gr[r0:]])
+            cols = self.gc[c0:]
+            right = R[cols] if perm is None else R[np.ix_(cols, perm)]
+            sub_gemm(M.a[r0:, c0:], left, torch.from_numpy(right).T)
