@@ -108,6 +108,7 @@ store.set(f"rank{world.rank}", str(world.rank * 7))
 world.barrier()
 assert [int(store.get(f"rank{r}")) for r in range(world.size)] == \
     [r * 7 for r in range(world.size)]
+world.barrier()                  # rank 0's store serves the others' reads until all are done
 del store
 if not CUDA:
     expect(lambda: nccl.process_group(world), RuntimeError, "CUDA device")
