@@ -57,7 +57,10 @@ SMALL = 160                                       # n <= SMALL: the "small" clas
 PANEL_ROUTINES = ("getrf", "geqrf")              # the routines that factor tall-skinny panels
 PANEL_MAX, PANEL_RATIO = 512, 4                   # n <= PANEL_MAX and m >= PANEL_RATIO n: "panel"
 PANEL_SHAPE = (1536, 128)                         # where the panel class is measured
-SIZES = {"gemm": 768, "potrf": 768, "getrf": 768, "geqrf": 640, "syevd": 320, "gesdd": 256}
+# "large" is measured where the kernels part ways: on the 2-core Xeon VM torch's (MKL) Cholesky
+# wins at 768 (6.3 vs 7.0 ms) and loses from 1024 (24.6 vs 16.2; 2048: 146 vs 100 ms); LU ties
+# at 1536 and loses at 2048-3072 (161 vs 140, 548 vs 397 ms) -- so not at 768
+SIZES = {"gemm": 768, "potrf": 1024, "getrf": 1536, "geqrf": 640, "syevd": 320, "gesdd": 256}
 ENV = {"gemm": "DMATH_CPU_GEMM"} | {r: "DMATH_CPU_LAPACK" for r in ROUTINES if r != "gemm"}
 # measured by rank 0 at init when missing (what runs on several ranks: GEMMs and the panels)
 AT_INIT = [f"gemm {d} large" for d in ("float32", "float64")] + [
@@ -120,9 +123,17 @@ def available(kernel: str) -> bool:
 def forced_kernel(routine: str) -> str | None:
     """The kernel the environment forces for ``routine`` (rank 0's in a session of several
     ranks), or None."""
-    if agreed.is_agreed():
-        return agreed.get("local kernels").get(f"{routine} forced")
+    shared = _agreed_table()
+    if shared is not None:
+        return shared.get(f"{routine} forced")
     return forced(routine)
+
+
+def _agreed_table() -> dict | None:
+    """Rank 0's table in a session of several ranks (or one set by ``agreed.override``)."""
+    if agreed.is_agreed() or agreed.overridden("local kernels"):
+        return agreed.get("local kernels")
+    return None
 
 
 def choice(routine: str, dtype: torch.dtype, n: int | None = None,
@@ -136,8 +147,9 @@ def choice(routine: str, dtype: torch.dtype, n: int | None = None,
     if f is not None:
         return f
     name = entry(routine, dtype, n, m)
-    if agreed.is_agreed():
-        return agreed.get("local kernels").get(name, "torch")
+    shared = _agreed_table()
+    if shared is not None:
+        return shared.get(name, "torch")
     memo = (key(), name)
     k = _MEMO.get(memo)
     if k is None:

@@ -23,12 +23,13 @@ from typing import Any, Callable, Iterator
 from . import plans
 from .dispatch import command
 
-__all__ = ["register", "get", "is_agreed", "agree", "refresh", "override", "forget"]
+__all__ = ["register", "get", "is_agreed", "overridden", "agree", "refresh", "override", "forget"]
 
 _READERS: dict[str, Callable[[], Any]] = {}
 _APPLY: dict[str, Callable[[Any], None]] = {}
 _VALUES: dict[str, Any] = {}
 _STATE = {"agreed": False}
+_OVERRIDDEN: dict[str, Any] = {}       # one rank: what ``override`` set (nothing to agree with)
 
 
 def register(name: str, read: Callable[[], Any],
@@ -43,6 +44,8 @@ def register(name: str, read: Callable[[], Any],
 
 def get(name: str) -> Any:
     """The agreed value of ``name`` (this rank's own reading before ``init``)."""
+    if name in _OVERRIDDEN:
+        return _OVERRIDDEN[name]
     if _STATE["agreed"] and name in _VALUES:
         return _VALUES[name]
     return _READERS[name]()
@@ -51,6 +54,11 @@ def get(name: str) -> Any:
 def is_agreed() -> bool:
     """Whether ``get`` returns rank 0's values (a session of more than one rank)."""
     return _STATE["agreed"]
+
+
+def overridden(name: str) -> bool:
+    """Whether ``override`` sets ``name`` on this one-rank world now."""
+    return name in _OVERRIDDEN
 
 
 def agree(world) -> None:
@@ -91,11 +99,11 @@ def override(name: str, value: Any) -> Iterator[None]:
     if name not in _READERS:
         raise KeyError(f"no agreed setting named {name!r}; known: {sorted(_READERS)}")
     agreed = _STATE["agreed"]
-    old = _VALUES.get(name) if agreed else None
+    old = _VALUES.get(name) if agreed else _OVERRIDDEN.get(name, _OVERRIDDEN)
     if agreed:
         _set(name, value)
-    else:                                    # one rank: nothing to agree with
-        _STATE["agreed"], _VALUES[name] = True, value
+    else:       # one rank: nothing to agree with; the other settings stay this rank's own
+        _OVERRIDDEN[name] = value
         plans.clear()
     try:
         yield
@@ -103,8 +111,10 @@ def override(name: str, value: Any) -> Iterator[None]:
         if agreed:
             _set(name, old)
         else:
-            _STATE["agreed"] = False
-            _VALUES.pop(name, None)
+            if old is _OVERRIDDEN:
+                _OVERRIDDEN.pop(name, None)
+            else:
+                _OVERRIDDEN[name] = old
             plans.clear()
 
 
