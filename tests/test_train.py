@@ -27,6 +27,12 @@ def test_captured_steps(tmp_path):
     assert run_workers("train_graphs", 1, str(tmp_path), backends, timeout=900) >= 18
 
 
+def test_captured_steps_accumulate():
+    """40 micro-batches a step (80+ step values): still captured, replayed, equal to eager."""
+    backend = "cuda" if os.environ.get("DMATH_DEVICE") == "cuda" else "replay"
+    assert run_workers("train_graphs_accumulate", 1, backend, timeout=600) >= 4
+
+
 @pytest.fixture(scope="module")
 def curves(tmp_path_factory):
     """Curves of every run: {(ranks, mode): {name: per-step losses}}."""

@@ -55,14 +55,19 @@ class StepValues:
     write is host stores into a numpy view of a host buffer and one copy.
     On a GPU the host buffers are a ring of pinned ones and the copy is
     asynchronous, ordered with the replays on the current stream (a buffer is
-    reused after the event of its last copy)."""
+    reused after the event of its last copy).
+
+    ``slots``: how many values of each kind it holds (at least ``SLOTS``); a
+    captured step makes its own, sized to the values it writes (a resident
+    epoch's step names two per micro-batch, so gradient accumulation can need
+    hundreds)."""
 
     SLOTS = 64
     RING = 4
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, slots: int = SLOTS):
         self.device = torch.device(device)
-        n = self.SLOTS
+        n = self.size = max(self.SLOTS, int(slots))
         self._dev = torch.zeros(2 * n, dtype=torch.int64, device=self.device)
         self.f64 = self._dev[:n].view(torch.float64)
         self.i64 = self._dev[n:]
@@ -84,8 +89,9 @@ class StepValues:
             if name not in self.slots:
                 is_int = isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                 used = sum(1 for k, _ in self.slots.values() if k == is_int)
-                if used == self.SLOTS:
-                    raise RuntimeError(f"StepValues: more than {self.SLOTS} values")
+                if used == self.size:
+                    raise RuntimeError(f"StepValues: more than {self.size} values of a kind "
+                                       "(make it with more slots)")
                 self.slots[name] = (is_int, used)
         return [self.slots[n] for n in names]
 

@@ -10,7 +10,9 @@ What a replay must not miss (``runtime.capture``):
 
 * numbers that change from step to step (learning rate, Adam's bias
   corrections, the dropout streams) are read from device memory
-  (``StepValues``), written before each replay;
+  (``StepValues``, one per graph, as many slots as its step names: two per
+  micro-batch of a resident epoch, so any gradient accumulation fits),
+  written before each replay;
 * the batch: one cut from a device-resident epoch (``data.resident_rows``)
   is gathered inside the graph from the epoch's tensors (rewritten in place
   every epoch), at rows the step values name; any other batch is copied into
@@ -169,6 +171,7 @@ class _Graph:
         self.rng_calls = 0
         self.stepped: list[bool] = []                   # which parameters the step updates
         self.key: tuple | None = None
+        self.values: capture.StepValues | None = None   # the numbers its replays read
         # what a replay copies in and touches, as flat lists (made once)
         copied = [b for b, src in zip(inputs, sources) if src is None]
         self.dst = [a.local for b in copied for a in b]
@@ -236,7 +239,6 @@ class StepGraphs:
 
     def __init__(self, trainer, backend: str):
         self.trainer, self.backend = trainer, BACKENDS[backend]
-        self.values: capture.StepValues | None = None
         self.graphs: dict[tuple, _Graph] = {}
         self.seen: dict[tuple, int] = {}
         self.failed: str | None = None      # why graphs were given up
@@ -275,7 +277,7 @@ class StepGraphs:
         numbers["stats.row"] = g.row
         if g.dst:
             self._feed(g, batches)
-        self.values.write(numbers)
+        g.values.write(numbers)
         g.backend.replay()
         tr.after_replay(g.stepped, g.rng_calls)
         touch_all(g.touched)
@@ -323,8 +325,6 @@ class StepGraphs:
     def _capture(self, key: tuple, batches: list, sources: list, numbers: dict,
                  arrays: list) -> list | None:
         tr = self.trainer
-        if self.values is None:
-            self.values = capture.StepValues(batches[0][0].local.device)
         inputs = [tuple(DArray(torch.empty_like(a.local), a.shape, a.layout, a.grid)
                         if src is None else a for a in b) for b, src in zip(batches, sources)]
         g = _Graph(self.backend(), inputs, arrays, sources, (edits(), tr.optimizer.revision))
@@ -332,9 +332,11 @@ class StepGraphs:
         if not g.takes(batches, numbers):          # (puts the gathered batches' rows in)
             raise RuntimeError("StepGraphs: a new graph does not take its own batch")
         numbers["stats.row"] = g.row
+        # its own step values, a slot for every number it names (any accumulation fits)
+        g.values = capture.StepValues(batches[0][0].local.device, slots=len(numbers))
         self._feed(g, batches)
         touch_all(g.touched[len(arrays):])
-        self.values.write(numbers)
+        g.values.write(numbers)
         saved = tr.host_state()
         tr.forget_cached_casts()           # their casts must be kernels of the graph
         stream0, steps0 = numbers["rng.stream"], list(tr.optimizer.steps)
@@ -342,7 +344,7 @@ class StepGraphs:
         several = world.size > 1            # collectives recorded (NCCL): runtime.nccl
         err = None
         try:
-            with capture.capturing(self.values) as values, \
+            with capture.capturing(g.values) as values, \
                     (nccl.no_host_collectives() if several else nullcontext()):
                 g.backend.record(lambda: self._recorded(g, values))
         except Exception as exc:            # noqa: BLE001 - any failure: train on eagerly
