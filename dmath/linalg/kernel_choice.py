@@ -15,8 +15,20 @@ torch's CPU wheels link MKL; scipy ships OpenBLAS. Which is faster depends on
 the CPU, the routine, the dtype and the size (on an AMD EPYC: OpenBLAS for
 GEMM, Cholesky and LU; MKL for QR), so dmath measures instead of guessing.
 The first time an entry ``"<routine> <dtype> <small|large>"`` is needed, a
-short measurement (both kernels on one moderate matrix, best of a few, CPU
-time with one thread) picks the faster; the choice is stored in the tune
+short measurement picks the faster (``measure``): both kernels on one
+moderate matrix, timed in turns (torch, scipy, then scipy, torch...) so a
+burst of load falls on both, each kernel's minimum kept (load only adds
+time), CPU time with one thread. A marginal winner is not trusted: when the
+two minima are less than MARGIN (5%) apart, or less apart than the repeats
+spread (median over minimum, the noise of this measurement), the entry is
+*uncertain* and the default kernel (torch's, what runs when nothing is
+known) is kept. The file stores, per entry, the choice, each kernel's
+minimum ``seconds``, the ``spread``, the ``margin``, whether it is
+``uncertain`` and how many times it was ``measured``: an uncertain entry is
+measured again (the minima merged with the stored ones) the next time a
+process needs it, up to RECHECKS measurements; ``dmath tune --recheck``
+measures every entry of this configuration afresh (``recheck``). The choice
+is stored in the tune
 file (``profile.path()``) under ``key()`` (host, CPU, torch, numpy and scipy
 versions, OpenBLAS core type, threads), so a new version or thread count
 measures again. ``small`` is n <= SMALL (square blocks, measured at SMALL),
@@ -67,6 +79,8 @@ AT_INIT = [f"gemm {d} large" for d in ("float32", "float64")] + [
     f"{r} {d} small" for r in ("potrf", "getrf", "geqrf") for d in ("float32", "float64")] + [
     f"{r} {d} panel" for r in PANEL_ROUTINES for d in ("float32", "float64")]
 
+MARGIN = 0.05        # minima closer than this (relative): a tie, the default kernel kept
+RECHECKS = 3         # measurements an uncertain entry gets (one per process that needs it)
 _MEMO: dict = {}                                  # (key(), entry) -> kernel, this process
 
 
@@ -183,24 +197,44 @@ def _write_file(found: dict) -> None:
         pass
 
 
+def _settled(e: dict, routine: str) -> bool:
+    """A cached entry to use as it is: a valid choice, and not an uncertain one that may be
+    measured again (entries written before measurements were judged count as certain)."""
+    return e.get("choice") in ROUTINES[routine] and not (
+        e.get("uncertain") and int(e.get("measured", 1)) < RECHECKS)
+
+
 def table(entries: list[str]) -> dict[str, str]:
     """entry -> kernel for ``entries``: forced by the environment, else cached in the tune
-    file, else measured now (and cached)."""
+    file, else measured now (and cached); an uncertain cached entry is measured again
+    (its stored minima merged in) until it has had RECHECKS measurements."""
     cached = _read_file()
     out, todo = {}, []
     for name in entries:
         f = forced(name.split()[0])
         if f is not None:
             out[name] = f
-        elif name in cached and cached[name].get("choice") in ROUTINES[name.split()[0]]:
+        elif name in cached and _settled(cached[name], name.split()[0]):
             out[name] = cached[name]["choice"]
         else:
             todo.append(name)
     if todo:
-        found = {name: measure(name) for name in todo}
+        found = {name: measure(name, before=cached.get(name)) for name in todo}
         _write_file(found)
         out.update({name: v["choice"] for name, v in found.items()})
     return out
+
+
+def recheck(entries: list[str] | None = None) -> dict[str, dict]:
+    """Measure ``entries`` (default: this configuration's cached entries and AT_INIT) afresh,
+    nothing merged from before, and store them (``dmath tune --recheck``); the new entries."""
+    names = sorted(set(AT_INIT) | set(_read_file())) if entries is None else list(entries)
+    names = [n for n in names if len(n.split()) == 3 and n.split()[0] in ROUTINES]
+    found = {name: measure(name) for name in names}
+    _write_file(found)
+    for name in names:
+        _MEMO.pop((key(), name), None)
+    return found
 
 
 def _session_table() -> dict[str, str]:
@@ -229,19 +263,39 @@ GEMMS: dict = {}     # kernel name -> gemm(a, b, out, alpha, beta, dtype): kerne
 LAPACK: dict = {}    # routine -> run(x, kernel) on a scratch matrix: local_lapack.py
 
 
-def _best(run: Callable[[], object], prep: Callable[[], object], repeats: int) -> float:
-    clock = _clock()
-    best = float("inf")
-    for _ in range(repeats):
-        x = prep()
-        t = clock()
-        run(x)
-        best = min(best, clock() - t)
-    return best
+def _timed(run: Callable[[], object], prep: Callable[[], object], clock) -> float:
+    x = prep()
+    t = clock()
+    run(x)
+    return clock() - t
 
 
-def measure(name: str, repeats: int = 3) -> dict:
-    """Time both kernels for table entry ``name``: {"choice": fastest, "seconds": {...}}."""
+def judge(routine: str, times: dict[str, list[float]], before: dict | None = None) -> dict:
+    """The entry for ``times`` (kernel -> the repeats' seconds): each kernel's minimum (merged
+    with ``before``'s stored minima), the spread (largest median / minimum - 1 of a
+    kernel's repeats), the margin (slower minimum / faster - 1) and the choice: the faster,
+    or the default (torch's) when the margin is under MARGIN or under the spread."""
+    best = {k: min(v) for k, v in times.items()}
+    measured = 1
+    if before and isinstance(before.get("seconds"), dict):
+        old = before["seconds"]
+        best = {k: min(v, float(old[k])) if isinstance(old.get(k), (int, float)) and old[k] > 0
+                else v for k, v in best.items()}
+        measured += int(before.get("measured", 1))
+    spread = max((sorted(v)[(len(v) - 1) // 2] / max(min(v), 1e-12) - 1.0 for v in times.values()),
+                 default=0.0)
+    fast = min(best, key=best.get)
+    margin = (max(best.values()) / max(best[fast], 1e-12) - 1.0) if len(best) > 1 else float("inf")
+    uncertain = len(best) > 1 and (margin < MARGIN or margin < spread)
+    return {"choice": ROUTINES[routine][0] if uncertain else fast, "seconds": best,
+            "spread": round(spread, 4), "margin": round(min(margin, 1e6), 4),
+            "uncertain": uncertain, "measured": measured}
+
+
+def measure(name: str, repeats: int = 4, before: dict | None = None) -> dict:
+    """Time both kernels for table entry ``name``, in turns (``repeats`` each, after a warm-up;
+    the order alternating), and ``judge`` the times (``before``: the stored entry, whose
+    minima count too)."""
     routine, dname, cls = name.split()
     dtype = getattr(torch, dname)
     rows, n = PANEL_SHAPE if cls == "panel" else (SMALL, SMALL) if cls == "small" \
@@ -251,19 +305,23 @@ def measure(name: str, repeats: int = 3) -> dict:
     if routine in ("potrf", "syevd"):
         a = a @ a.T + n * torch.eye(n, dtype=torch.float64)
     a = a.to(dtype)
-    reps = repeats if routine not in ("syevd", "gesdd") else 2
-    secs = {}
+    reps = repeats if routine not in ("syevd", "gesdd") else max(2, repeats - 1)
+    fns = {}
     for k in ROUTINES[routine]:
         if not available(k):
             continue
         if routine == "gemm":
             c = torch.empty_like(a)
             gemm = GEMMS[k]
-            fn = lambda x, c=c, gemm=gemm: gemm(a, a, c, 1.0, 0.0, dtype)     # noqa: E731
-            fn(None)                                                   # warm up
-            secs[k] = _best(fn, lambda: None, reps)
-            continue
-        run = lambda x, k=k, f=LAPACK[routine]: f(x, k)                      # noqa: E731
-        run(a.clone())                                                 # warm up
-        secs[k] = _best(run, a.clone, reps)
-    return {"choice": min(secs, key=secs.get), "seconds": secs}
+            fns[k] = (lambda x, c=c, gemm=gemm: gemm(a, a, c, 1.0, 0.0, dtype),   # noqa: E731
+                      lambda: None)
+        else:
+            fns[k] = (lambda x, k=k, f=LAPACK[routine]: f(x, k), a.clone)          # noqa: E731
+        fns[k][0](fns[k][1]())                                        # warm up
+    clock = _clock()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    order = list(fns)
+    for r in range(reps):
+        for k in (order if r % 2 == 0 else order[::-1]):
+            times[k].append(_timed(*fns[k], clock))
+    return judge(routine, times, before)

@@ -2,12 +2,17 @@
 
     python -m dmath.linalg.tune              # 1 rank: flop rates only
     mpiexec -n 2 python -m mpi4py -m dmath.linalg.tune   # + latency and bandwidth
+    python -m dmath.linalg.tune --recheck    # measure the local kernel choices again
 
 Measures, with this rank's thread count: the flop rate of every local GEMM
 kernel (``kernels.KERNELS``) for every float dtype; with 2+ ranks, the
 latency (alpha) and inverse bandwidth (beta) of a ping-pong between ranks 0
 and 1; the memory per rank. Rank 0 writes the profile to ``profile.path()``
 under this configuration's fingerprint; ``cost.machine`` reads it.
+``--recheck`` measures only the local kernel choices (``kernel_choice``: every
+entry of this configuration in the tune file, and those a session measures at
+init) afresh and stores them, replacing a choice measured while the machine
+was busy; run it on a quiet machine.
 """
 from __future__ import annotations
 
@@ -139,13 +144,39 @@ def measure(n: int | None = None, save: bool = True, verbose: bool = True) -> di
     return prof
 
 
+def recheck(verbose: bool = True) -> dict:
+    """Measure the local kernel choices afresh (rank 0; the others wait); rank 0's new
+    entries (``kernel_choice.recheck``)."""
+    from ..runtime import context
+    from . import kernel_choice
+    world = context().world
+    found: dict = {}
+    with outcome.agreed(world, 0):
+        if world.rank == 0:
+            found = kernel_choice.recheck()
+    if verbose and world.rank == 0:
+        for name, e in sorted(found.items()):
+            secs = "  ".join(f"{k} {v * 1e3:8.2f} ms" for k, v in e["seconds"].items())
+            flag = "  uncertain: default kept" if e["uncertain"] else ""
+            print(f"  {name:<22} {e['choice']:<6} {secs}  margin {e['margin']:.0%}  "
+                  f"spread {e['spread']:.0%}{flag}")
+        print(f"saved to {profile.path()}")
+    world.barrier()
+    return found
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="dmath tune", description=__doc__.splitlines()[0])
     ap.add_argument("-s", "--size", type=int, default=None, help="GEMM size n (default 2048 CPU, 8192 GPU)")
     ap.add_argument("--dry-run", action="store_true", help="measure and print, do not save")
+    ap.add_argument("--recheck", action="store_true",
+                    help="only measure the local kernel choices again (a quiet machine)")
     args = ap.parse_args(argv)
     from ..runtime import init
     init(mode="spmd")
+    if args.recheck:
+        recheck()
+        return
     measure(args.size, save=not args.dry_run)
 
 
