@@ -59,7 +59,7 @@ def test_profile_round_trip_and_kernel_choice(tmp_path, monkeypatch):
     from dmath.linalg import kernel_choice, kernels, profile
     monkeypatch.setenv("DMATH_TUNE_FILE", str(tmp_path / "tune.json"))
     monkeypatch.delenv("DMATH_CPU_GEMM", raising=False)
-    monkeypatch.setattr(kernel_choice, "measure", lambda name, repeats=3: {
+    monkeypatch.setattr(kernel_choice, "measure", lambda name, repeats=4, before=None: {
         "choice": "torch", "seconds": {"torch": 1.0, "blas": 2.0}})
     kernel_choice._MEMO.clear()
     cpu = torch.device("cpu")
