@@ -3,40 +3,54 @@
 ``dmath.float64`` and friends (``float16``, ``bfloat16``, ``float32``, ``float64``,
 ``int8``..``int64``, ``uint8``, ``bool``, ``complex64``, ``complex128``, and the array
 API's ``uint16``/``uint32``/``uint64``) are ``DType`` objects, and ``DArray.dtype`` is
-one. A DType wraps a torch dtype (``.torch``; ``DArray.torch_dtype`` is the same)
-and compares equal to itself, to numpy's dtype and scalar type of the same name,
-to the name (any string ``as_dtype`` reads as this dtype), and to the torch dtype::
+one. A DType wraps a torch dtype (``.torch``; ``DArray.torch_dtype`` is the same),
+but its twin is numpy's dtype of the same name: it compares and hashes as that
+``np.dtype`` does (numpy's rule, followed exactly)::
 
-    dmath.float64 == np.float64 == np.dtype("float64") == "float64" == torch.float64
+    dmath.float64 == np.dtype("float64") == np.float64 == "float64"
+    hash(dmath.float64) == hash(np.dtype("float64"))
 
-Its hash is the name's, so dict and set keys of DTypes and names mix. torch does
-not take a DType: pass ``A.torch_dtype`` (or ``dt.torch``) to torch calls.
-``np.dtype(dt)`` and numpy's ``dtype=`` take a DType (through its ``.dtype``,
-numpy's dtype). numpy has no bfloat16: ``np.dtype(dmath.bfloat16)`` raises
-TypeError (``A.to_numpy()`` of a bfloat16 array is float32, ``to_numpy_dtype``),
-and ``dmath.bfloat16`` equals no numpy dtype.
+so dict and set keys of DTypes and ``np.dtype`` objects mix (``d[A.dtype]`` finds
+``d[np.dtype("float64")]`` and the other way round). Like numpy's dtype, it also
+equals numpy's scalar type and its names (``"float64"``, ``"f8"``; here also dmath's
+``"fp64"``...), which hash otherwise: a dict keyed by ``np.float64`` or by names
+misses ``A.dtype`` as it misses ``np.dtype("float64")`` (key it by ``A.dtype.type``
+or ``A.dtype.name``). It does NOT equal a torch dtype (``A.dtype == torch.float64``
+is False, with a ``DTypeComparisonWarning``): a torch dtype hashes otherwise, and one
+object cannot hash like both families; compare ``A.torch_dtype`` to torch dtypes (and
+key torch-keyed dicts by it). The array API standard asks only that a library's own
+dtypes compare equal. torch does not take a DType: pass ``A.torch_dtype`` (or
+``dt.torch``) to torch calls. ``np.dtype(dt)`` and numpy's ``dtype=`` take a DType
+(through its ``.dtype``, numpy's dtype). numpy has no bfloat16: ``np.dtype(dmath.bfloat16)``
+raises TypeError (``A.to_numpy()`` of a bfloat16 array is float32, ``to_numpy_dtype``),
+``dmath.bfloat16`` equals no numpy dtype and hashes like its name.
 A DType pickles as its name and unpickles as the same object.
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import torch
 
 
+class DTypeComparisonWarning(UserWarning):
+    """A DType compared with a torch dtype (always unequal: compare ``A.torch_dtype``)."""
+
+
 class DType:
     """One dmath dtype: a torch dtype with numpy-like ``name``/``kind``/``itemsize``."""
-    __slots__ = ("name", "torch", "_numpy")
+    __slots__ = ("name", "torch", "_numpy", "_hash")
 
     def __init__(self, name: str, t: torch.dtype):
         self.name, self.torch = name, t
         self._numpy = None if name == "bfloat16" else np.dtype(name)   # exact numpy twin
+        self._hash = hash(name if self._numpy is None else self._numpy)
 
-    # -- equality with every spelling ------------------------------------------------------
+    # -- equality and hash: numpy's dtype's ----------------------------------------------
     def __eq__(self, other):
-        if isinstance(other, DType):
+        if other.__class__ is DType:
             return self is other or self.torch == other.torch
-        if isinstance(other, torch.dtype):
-            return self.torch == other
         if isinstance(other, str):          # a name as ``as_dtype`` reads it ("f4", "half")
             if other == self.name:
                 return True
@@ -55,14 +69,28 @@ class DType:
                 return self._numpy == np.dtype(other)
             except (TypeError, ValueError):
                 return False
+        if isinstance(other, torch.dtype):
+            return self._torch_compared(other)
+        if isinstance(other, DType):
+            return self.torch == other.torch
         return NotImplemented
 
     def __ne__(self, other):
+        if isinstance(other, torch.dtype):
+            return not self._torch_compared(other)
         r = self.__eq__(other)
         return r if r is NotImplemented else not r
 
+    def _torch_compared(self, other: torch.dtype) -> bool:
+        """False, with a warning: a torch dtype hashes otherwise, so it is never equal."""
+        warnings.warn(f"a dmath DType never equals a torch dtype (dmath.{self.name} "
+                      f"compared with {other}; it hashes as numpy's dtype does): compare "
+                      "A.torch_dtype (or dt.torch) with torch dtypes",
+                      DTypeComparisonWarning, stacklevel=3)
+        return False
+
     def __hash__(self):
-        return hash(self.name)
+        return self._hash
 
     def __repr__(self):
         return f"dmath.{self.name}"

@@ -211,7 +211,7 @@ def isdtype(dtype, kind) -> builtins.bool:
             raise ValueError(f"unknown dtype kind {kind!r}; kinds: {sorted(_KINDS)}")
         return _KIND[t] in _KINDS[kind]
     if isinstance(kind, (DType, torch.dtype)):
-        return kind == t
+        return getattr(kind, "torch", kind) == t
     raise TypeError(f"isdtype: kind must be a dtype, a kind name or a tuple, got {kind!r}")
 
 

@@ -55,7 +55,7 @@ def __dlpack_device__(self):
 
 def __index__(self) -> int:
     if self.ndim != 0 or self.dtype.is_floating_point or self.dtype.is_complex \
-            or self.dtype == torch.bool:
+            or self.torch_dtype == torch.bool:
         raise TypeError(f"only 0-d integer arrays can be used as an index (shape {self.shape}, "
                         f"{self.dtype})")
     return int(self.item())

@@ -57,8 +57,8 @@ def check_matrix(a, what: str, square: bool = False) -> None:
         raise ValueError(f"{what}: expected a 2-D matrix, got shape {a.shape}")
     if square and a.shape[0] != a.shape[1]:
         raise LinAlgError(f"{what}: the matrix must be square, got shape {a.shape}")
-    if not (a.dtype.is_floating_point or a.dtype.is_complex) or a.dtype in (torch.float16,
-                                                                            torch.bfloat16):
+    if not (a.dtype.is_floating_point or a.dtype.is_complex) \
+            or a.torch_dtype in (torch.float16, torch.bfloat16):
         raise TypeError(f"{what}: needs float32/float64 (or complex), got {a.dtype}; astype first")
 
 

@@ -227,7 +227,7 @@ def _inner_plan(a: DArray, b: DArray):
     ``dot`` of two 1-D float arrays of one dtype, neither partial: one local dot and
     one all-reduce of a scalar. False: the general path (GEMM) instead."""
     if a.shape != b.shape or a.grid != b.grid or a.layout.partial or b.layout.partial \
-            or a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float64):
+            or a.dtype != b.dtype or a.torch_dtype not in (torch.float32, torch.float64):
         return False
     axes = a.layout.dims[0].axes
     layout = Layout(a.layout.dims[0])

@@ -71,7 +71,7 @@ def round(a: DArray, decimals: int = 0) -> DArray:  # noqa: A001 - numpy's name
     if not isinstance(a, DArray):
         raise TypeError(f"round: expected a DArray, got {type(a).__name__}")
     d = int(decimals)
-    if a.dtype == torch.bool or (not (a.dtype.is_floating_point or a.dtype.is_complex)
+    if a.torch_dtype == torch.bool or (not (a.dtype.is_floating_point or a.dtype.is_complex)
                                  and d >= 0):
         return a.copy()
 

@@ -1,7 +1,8 @@
 """dmath's DType objects on real MPI ranks, in SPMD or client-server mode.
 
 ``A.dtype`` is a ``dmath.DType`` (``dmath.float64`` & co.): equal to numpy's dtype,
-numpy's scalar type, the name and the torch dtype; hashed like the name; taken by
+numpy's scalar type and the name, never to a torch dtype (a warning); hashed like
+numpy's dtype, so dicts keyed by np.dtype objects find it; taken by
 ``np.dtype`` and numpy's ``dtype=``; the same objects as the array API namespace's;
 pickled by name (so a command's DType argument arrives on the servers as the very
 same object). Every dtype argument takes all spellings.
@@ -10,6 +11,7 @@ same object). Every dtype argument takes all spellings.
 """
 import pickle
 import sys
+import warnings
 
 import numpy as np
 import torch
@@ -25,7 +27,7 @@ def _what_servers_see(dt, a) -> list:
     """On every rank: whether the DType argument is the module's own object and
     matches the array's pieces; rank 0 gets every rank's answer."""
     mine = (dt is dmath.float32, a.dtype is dt, a.local.dtype == torch.float32,
-            a.torch_dtype is torch.float32, hash(dt) == hash("float32"))
+            a.torch_dtype is torch.float32, hash(dt) == hash(np.dtype("float32")))
     return dmath.context().world.allgather_obj(mine)
 
 
@@ -47,9 +49,14 @@ for name in NAMES:
     t = getattr(torch, name)
     ok(isinstance(d, dmath.DType) and d.torch is t and d.name == name, f"{name} object")
     ok(repr(d) == f"dmath.{name}" and str(d) == name, f"{name} repr/str")
-    ok(d == t and t == d and d == name and name == d and not d != t, f"{name} == torch, name")
-    ok(hash(d) == hash(name) and {d: 1}[name] == 1 and {name: 1}[d] == 1
-       and len({d, getattr(dmath, name)}) == 1, f"{name} hash")
+    ok(d == name and name == d and d.torch == t, f"{name} == name")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        ok(not d == t and not t == d and d != t and t != d, f"{name} != torch.{name}")
+    ok(len(w) == 4 and all(issubclass(x.category, dmath.array.dtypes.DTypeComparisonWarning)
+                           and "torch_dtype" in str(x.message) for x in w), f"{name} warns")
+    ok(t not in {d: 1} and d not in {t: 1}, f"{name} not a torch key")
+    ok(len({d, getattr(dmath, name)}) == 1 and {d: 1}[getattr(dmath, name)] == 1, f"{name} hash")
     ok(d.itemsize == torch.empty(0, dtype=t).element_size(), f"{name} itemsize")
     ok(pickle.loads(pickle.dumps(d)) is d, f"{name} pickle")
     ok(dmath.array.dtypes.as_dtype(d) is t, f"{name} as_dtype")
@@ -66,10 +73,12 @@ for name in NAMES:
         continue
     n = np.dtype(name)
     ok(d == n and n == d and d == n.type and n.type == d and not d != n, f"{name} == numpy")
+    ok(hash(d) == hash(n) and {d: 1}[n] == 1 and {n: 1}[d] == 1 and len({d, n}) == 1,
+       f"{name} hashes as np.dtype")
     ok(np.dtype(d) == n and np.zeros(2, dtype=d).dtype == n and d.dtype == n, f"np.dtype({name})")
     ok(d.kind == n.kind and d.type is n.type, f"{name} kind/type")
     others = [o for o in NAMES if o != name and o != "bfloat16"]
-    ok(all(d != getattr(dmath, o) and d != np.dtype(o) and d != getattr(torch, o) and d != o
+    ok(all(d != getattr(dmath, o) and d != np.dtype(o) and d != o
            for o in others), f"{name} != the others")
 ok(dmath.float64 == "double" and dmath.float32 == "f4" and dmath.float16 == "half", "aliases")
 ok(dmath.float64 != 3 and dmath.float64 != None  # noqa: E711
@@ -90,7 +99,10 @@ ok(A.dtype is dmath.float64 and A.dtype == np.float64 and A.dtype == x.dtype, "A
 ok(A.torch_dtype is torch.float64 and A.local.dtype is torch.float64, "A.torch_dtype")
 ok(np.dtype(A.dtype) == x.dtype and np.empty(2, A.dtype).dtype == x.dtype, "np.dtype(A.dtype)")
 ok(A.to_numpy().dtype == A.dtype and np.asarray(A).dtype == A.dtype, "to_numpy dtype")
-ok({dmath.float64: "f8"}[A.dtype] == "f8" and {"float64": 1}[A.dtype] == 1, "dict by A.dtype")
+ok({dmath.float64: "f8"}[A.dtype] == "f8" and {np.dtype("float64"): 1}[A.dtype] == 1
+   and {A.dtype: 1}[x.dtype] == 1, "dict by A.dtype / by numpy's dtype")
+ok({torch.float64: 1}[A.torch_dtype] == 1 and {np.float64: 1}[A.dtype.type] == 1
+   and {"float64": 1}[A.dtype.name] == 1, "dicts of torch dtypes, scalar types, names")
 try:
     torch.zeros(2, dtype=A.dtype)
 except TypeError:

@@ -107,7 +107,7 @@ def case_eigh(grid, name, lay, n, dtype, kind, nb):
     A = dmath.from_numpy(a, lay, grid=grid, dtype=dtype)
     w, V = la.eigh(A, nb=nb)
     cd = torch.float32 if dtype == torch.bfloat16 else dtype
-    assert w.dtype == cd and V.dtype == cd and V.shape == (n, n), what
+    assert w.torch_dtype == cd and V.torch_dtype == cd and V.shape == (n, n), what
     assert V.layout == A.layout and V.grid == A.grid, f"{what}: layout {V.layout}"
     w, v = host(w), host(V)
     e = eps(dtype)

@@ -138,12 +138,15 @@ def back(d, dts) -> torch.dtype:
 
 
 def host_dt(t: torch.dtype):
-    """The mirror's numpy dtype of an array of dtype ``t``."""
+    """The mirror's numpy dtype of an array of dtype ``t`` (a torch dtype or a DType)."""
+    t = getattr(t, "torch", t)
     return np.bool_ if t == torch.bool else np.int64 if t == torch.int64 else np.float64
 
 
 def fit(v, t: torch.dtype) -> np.ndarray:
-    """Values ``v`` as an array of dtype ``t`` holds them (the mirror's dtype)."""
+    """Values ``v`` as an array of dtype ``t`` holds them (the mirror's dtype; ``t`` a
+    torch dtype or a DType)."""
+    t = getattr(t, "torch", t)
     v = np.asarray(v)
     if t == torch.bool:
         return v.astype(bool)
@@ -361,7 +364,7 @@ def step_binary(prog: Program):
     except TypeError:
         return expect_error(prog, desc, TypeError, run)
     got = run()
-    assert got.dtype == t, f"{desc}: dtype {got.dtype} != numpy's {t}"
+    assert got.torch_dtype == t, f"{desc}: dtype {got.dtype} != numpy's {t}"
     prog.add(got, fit(want, t), how=desc)
 
 
@@ -515,7 +518,7 @@ def step_getitem(prog: Program):
     except IndexError:
         return expect_error(prog, desc, IndexError, lambda: v.a[key])
     got = v.a[key]
-    assert got.dtype == v.a.torch_dtype
+    assert got.torch_dtype == v.a.torch_dtype
     prog.add(got, np.array(want, copy=True), how=desc)
 
 
@@ -623,7 +626,7 @@ def step_reduce(prog: Program):
         desc = f"dmath.cumsum({v.name}, axis={axis})"
     try:
         with np.errstate(all="ignore"):
-            want = np.asarray(getattr(np, name)(x.astype(np_of(a.dtype)) if a.dtype != torch.bfloat16
+            want = np.asarray(getattr(np, name)(x.astype(np_of(a.dtype)) if a.torch_dtype != torch.bfloat16
                                                 else x, axis=axis, **kw))
     except (ValueError, TypeError) as e:
         exc = ValueError if isinstance(e, ValueError) else TypeError
@@ -633,13 +636,13 @@ def step_reduce(prog: Program):
         t = torch.int64
     elif name == "any":
         t = torch.bool
-    elif name == "mean" and a.dtype in (torch.int64, torch.bool):
+    elif name == "mean" and a.torch_dtype in (torch.int64, torch.bool):
         t = torch.float64
-    elif name in ("sum", "cumsum") and a.dtype == torch.bool:
+    elif name in ("sum", "cumsum") and a.torch_dtype == torch.bool:
         t = torch.int64
     else:
         t = a.torch_dtype
-    assert got.dtype == t, f"{desc}: dtype {got.dtype} != {t}"
+    assert got.torch_dtype == t, f"{desc}: dtype {got.dtype} != {t}"
     tol = t in FLOATS and name not in ("max", "min")
     if tol:     # checked with a tolerance now, then the mirror takes dmath's values
         nv = prog.add(got, fit(want, t), tol=True, how=desc)
@@ -704,7 +707,7 @@ def step_concat(prog: Program):
     t = back(np.result_type(np_of(v.a.torch_dtype), np_of(w.a.torch_dtype)), (v.a.torch_dtype, w.a.torch_dtype))
     desc = f"dmath.concatenate([{v.name}, {w.name}], {axis})"
     got = dmath.concatenate([v.a, w.a], axis)
-    assert got.dtype == t, f"{desc}: dtype {got.dtype} != numpy's {t}"
+    assert got.torch_dtype == t, f"{desc}: dtype {got.dtype} != numpy's {t}"
     prog.add(got, fit(want, t), how=desc)
 
 
@@ -731,7 +734,7 @@ def step_matmul(prog: Program):
         return                      # would overflow float16: inf - inf is noise here
     desc = f"{v.name} @ {w.name}"
     got = v.a @ w.a
-    assert got.dtype == t, f"{desc}: dtype {got.dtype} != numpy's {t}"
+    assert got.torch_dtype == t, f"{desc}: dtype {got.dtype} != numpy's {t}"
     want = np.asarray(v.x, np.float64) @ np.asarray(w.x, np.float64)
     if t in FLOATS:
         nv = prog.add(got, fit(want, t), tol=True, how=desc)
@@ -748,7 +751,7 @@ def step_astype(prog: Program):
     if t == torch.int64 and not np.isfinite(np.asarray(v.x, np.float64)).all():
         t = torch.float64                  # NaN/inf -> int64 is undefined (numpy, torch differ)
     got = v.a.astype(t)
-    assert got.dtype == t and got is not v.a        # a new array, as numpy's astype
+    assert got.torch_dtype == t and got is not v.a        # a new array, as numpy's astype
     want = fit(np.asarray(v.x), t)
     prog.add(got, want if t != v.a.torch_dtype else np.array(v.x, copy=True),
              how=f"{v.name}.astype({NAMES[t]})")
@@ -764,7 +767,7 @@ def step_where(prog: Program):
     t = result_dtype(np.add, w.a.torch_dtype, s) if w.a.torch_dtype != torch.bool or not isinstance(s, bool) \
         else torch.bool
     want = np.where(cx, np.asarray(w.x), s)
-    assert got.dtype == t or w.a.torch_dtype == torch.bool, f"where dtype {got.dtype} != {t}"
+    assert got.torch_dtype == t or w.a.torch_dtype == torch.bool, f"where dtype {got.dtype} != {t}"
     prog.add(got, fit(want, got.dtype), how=f"dmath.where({v.name} > 0, {w.name}, {s})")
 
 
@@ -918,7 +921,7 @@ def astype_of_partial_sums():
     verify({"A": (A, x)})
     for t, want in [("bool", x != 0), ("int64", np.trunc(x)), ("float16", x)]:
         B = A.astype(t)
-        assert B.dtype == getattr(torch, t), B.dtype
+        assert B.torch_dtype == getattr(torch, t), B.dtype
         verify({"B": (B, want)})
         verify({"C": (B.astype(torch.int64), want.astype(np.int64))})
 
@@ -934,7 +937,7 @@ def matmul_of_a_partial_half_operand():
     A = build(x, Layout(Dim(("cols",)), Dim(("rows",), 2)), g, "float64", 3)
     B = build(y, Layout(Dim(), Dim(), partial=("rows",)), g, "bfloat16", 4)
     C = A @ B
-    assert C.dtype == torch.float64
+    assert C.torch_dtype == torch.float64
     verify({"C": (C, x @ y)})
 
 
@@ -1007,7 +1010,7 @@ def concatenate_promotes_like_numpy():
     a = dmath.from_numpy(np.array([1.5], np.float16))
     b = dmath.from_numpy(np.array([4097], np.int64), layout=dmath.row_block())
     c = dmath.concatenate([a, b])
-    assert c.dtype == torch.float64, c.dtype
+    assert c.torch_dtype == torch.float64, c.dtype
     assert c.to_numpy().tolist() == [1.5, 4097.0]
 
 

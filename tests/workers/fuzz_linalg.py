@@ -54,7 +54,7 @@ def step_int_matmul(prog):
     B = F.build(b, prog.layout(2, torch.int64), prog.grid, "int64",
                 int(prog.rng.integers(0, 2**31)))
     got = A @ B
-    assert got.dtype == torch.int64, f"int64 matmul gave {got.dtype}"
+    assert got.torch_dtype == torch.int64, f"int64 matmul gave {got.dtype}"
     prog.add(got, a @ b, how=f"int64 {a.shape} @ {b.shape}")
 
 

@@ -85,7 +85,7 @@ for i, ((na, la), (nb, lb)) in enumerate(itertools.product(LAYOUTS.items(), LAYO
     ref, bound = a @ b, np.abs(a) @ np.abs(b)
     auto = dmath.matmul(opA, opB)
     check(auto, ref, bound, dtype, f"auto {na}{'^T' * ta} @ {nb}{'^T' * tb} {dtype}")
-    assert auto.dtype == dtype and auto.layout == dmath.linalg.default_out_layout(
+    assert auto.torch_dtype == dtype and auto.layout == dmath.linalg.default_out_layout(
         opA.layout, opB.layout).resolve(A.grid, 2)
     chosen = explain(opA, opB).choice.algorithm
     for alg in ALGS:
@@ -172,7 +172,7 @@ for (ta, tb), lc, dtype in itertools.product(itertools.product((False, True), re
     Cd = dmath.from_numpy(c, lc, dtype=dtype)
     v0 = Cd.version
     out = dmath.gemm(1.5, A, B, -0.5, Cd, trans_a=ta, trans_b=tb)
-    assert out is Cd and Cd.layout == lc.resolve(A.grid, 2) and Cd.dtype == dtype
+    assert out is Cd and Cd.layout == lc.resolve(A.grid, 2) and Cd.torch_dtype == dtype
     assert Cd.version > v0
     ref = 1.5 * (a @ b) - 0.5 * host(c, dtype)
     check(Cd, ref, 1.5 * np.abs(a) @ np.abs(b) + 0.5 * np.abs(c), dtype, f"gemm T{ta}{tb} {lc}")
@@ -223,7 +223,7 @@ for alg in ("auto",) + ALGS:
     if not runnable(alg):
         continue
     C32 = dmath.matmul(A, B, out_dtype="float32", algorithm=alg)
-    assert C32.dtype == torch.float32
+    assert C32.torch_dtype == torch.float32
     check(C32, a @ b, np.abs(a) @ np.abs(b), torch.float32, f"mixed {alg}")  # fp32-accurate
     C.ok()
 assert not dmath.linalg.tf32_enabled()

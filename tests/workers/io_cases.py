@@ -133,7 +133,7 @@ def load_from(k: int) -> None:
         t = getattr(torch, dtype)
         what = f"{name} {shape} {dtype} saved on {k} loaded on {n}"
         a = dmath.load(saved(k, name))
-        assert a.shape == shape and a.dtype == t, f"{what}: {a}"
+        assert a.shape == shape and a.torch_dtype == t, f"{what}: {a}"
         assert a.layout == default_layout(k, name, len(shape), a.grid), f"{what}: {a.layout}"
         check_value(a, x, what)
         C.ok()
@@ -143,7 +143,7 @@ def load_from(k: int) -> None:
                     lay.without_partial():
                 BY_CHUNKS[0] += 1
             a = dmath.load(saved(k, name), layout=lay, grid=grid)
-            assert a.layout == lay and a.grid is grid and a.dtype == t, f"{what}: {a}"
+            assert a.layout == lay and a.grid is grid and a.torch_dtype == t, f"{what}: {a}"
             check_value(a, x, f"{what} into {lay} on {grid!r}")
             C.ok()
     check_checkpoint(k)

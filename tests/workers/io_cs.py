@@ -44,7 +44,7 @@ for name, shape, dtype, x in specs(K):
     cyclic = dmath.Layout(*[dmath.Dim("*", 2)] * min(1, len(shape)))   # dim 0 block-cyclic(2)
     for layout in (None, dmath.replicated(), cyclic):
         a = dmath.load(p, layout=layout)
-        assert a.shape == shape and a.dtype == getattr(torch, dtype), a
+        assert a.shape == shape and a.torch_dtype == getattr(torch, dtype), a
         assert np.array_equal(a.to_numpy(), host(x, dtype)), (name, layout)
         passed += 1
 
@@ -66,7 +66,7 @@ assert got["step"] == 7 and got["opt"]["B"][1] == 3
 assert got["A"].layout == dmath.element_cyclic().resolve(got["A"].grid, 2)
 assert np.array_equal(got["A"].to_numpy(), A.to_numpy())
 assert np.array_equal(got["AT"].to_numpy(), A.to_numpy().T)
-assert got["opt"]["B"][0].dtype == torch.bfloat16
+assert got["opt"]["B"][0].torch_dtype == torch.bfloat16
 assert np.array_equal(got["opt"]["B"][0].to_numpy(), B.to_numpy())
 passed += 1
 

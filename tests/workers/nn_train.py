@@ -54,7 +54,7 @@ cases.ok()
 g, s = summand((6, 5), torch.bfloat16)
 red.add(g)
 (o,) = red.wait()
-assert o.dtype == torch.bfloat16
+assert o.torch_dtype == torch.bfloat16
 check(o, s, "bf16 grads", 2 ** -7)
 cases.ok()
 
@@ -180,7 +180,7 @@ for cdt, compress in ((torch.bfloat16, None), (torch.float16, None), (None, torc
     dl = scaler.scale if cdt == torch.float16 else 1.0
     loss = train_step(net, dist(x.float(), Layout("a"), g1), dist(t, Layout("a"), g1),
                       nn.GradReducer(compress=compress), dl)
-    assert all(q.master.dtype == torch.float32 and q.grad.dtype == torch.float32
+    assert all(q.master.torch_dtype == torch.float32 and q.grad.torch_dtype == torch.float32
                for q in net.params())
     if cdt == torch.float16:
         assert scaler.unscale(net.params())

@@ -159,7 +159,7 @@ for g, grid in enumerate(GRIDS):
     # out= writes in place into another array (its layout, dtype kept).
     O = dmath.zeros((5, 5), dtype="float32", layout=dmath.col_block())
     r = np.add(S, 1, out=O)
-    assert r is O and O.dtype == torch.float32 and O.layout == dmath.col_block().resolve(grid, 2)
+    assert r is O and O.torch_dtype == torch.float32 and O.layout == dmath.col_block().resolve(grid, 2)
     exact_piece(O, x + x.T + 1, "np.add(out=)")
     C.ok()
 
@@ -199,27 +199,27 @@ for a_name in NAMES:
                 continue
             got = op(arrs[a_name], B)
             assert isinstance(got, dmath.DArray), what
-            assert got.dtype == as_dtype(want.dtype), \
+            assert got.torch_dtype == as_dtype(want.dtype), \
                 f"{what}: dmath {got.dtype}, numpy {want.dtype}"
             close_piece(got, want, got.dtype, what)
             checked += 1
 assert checked > 300, checked
 # Scalars on the left, and the documented bfloat16 rules.
-assert (2.5 - arrs["float32"]).dtype == torch.float32
-assert (1 + arrs["int32"]).dtype == torch.int32 and (arrs["int32"] + arrs["int64"]).dtype == torch.int64
-assert (arrs["float16"] + arrs["int64"]).dtype == torch.float64
-assert (arrs["bool"] + arrs["bool"]).dtype == torch.bool
-assert (arrs["int64"] / arrs["int64"]).dtype == torch.float64
+assert (2.5 - arrs["float32"]).torch_dtype == torch.float32
+assert (1 + arrs["int32"]).torch_dtype == torch.int32 and (arrs["int32"] + arrs["int64"]).torch_dtype == torch.int64
+assert (arrs["float16"] + arrs["int64"]).torch_dtype == torch.float64
+assert (arrs["bool"] + arrs["bool"]).torch_dtype == torch.bool
+assert (arrs["int64"] / arrs["int64"]).torch_dtype == torch.float64
 bf = dmath.from_numpy(hostv["float32"], lay, dtype="bfloat16")
-assert (bf + 1.5).dtype == torch.bfloat16 and (bf * bf).dtype == torch.bfloat16
-assert (bf + arrs["int32"]).dtype == torch.float64        # as float16 + int32 in numpy
-assert (bf + arrs["float16"]).dtype == torch.float32      # no common 16-bit float
-assert (bf + arrs["float32"]).dtype == torch.float32
-assert dmath.sin(bf).dtype == torch.bfloat16 and dmath.sin(arrs["int32"]).dtype == torch.float64
-assert dmath.where(arrs["bool"], 1, 2.5).dtype == torch.float64
-assert dmath.where(arrs["bool"], arrs["float32"], 2).dtype == torch.float32
-assert dmath.clip(arrs["int64"], 0, 2).dtype == torch.int64
-assert dmath.clip(arrs["int64"], 0.5, 2).dtype == torch.float64
+assert (bf + 1.5).torch_dtype == torch.bfloat16 and (bf * bf).torch_dtype == torch.bfloat16
+assert (bf + arrs["int32"]).torch_dtype == torch.float64        # as float16 + int32 in numpy
+assert (bf + arrs["float16"]).torch_dtype == torch.float32      # no common 16-bit float
+assert (bf + arrs["float32"]).torch_dtype == torch.float32
+assert dmath.sin(bf).torch_dtype == torch.bfloat16 and dmath.sin(arrs["int32"]).torch_dtype == torch.float64
+assert dmath.where(arrs["bool"], 1, 2.5).torch_dtype == torch.float64
+assert dmath.where(arrs["bool"], arrs["float32"], 2).torch_dtype == torch.float32
+assert dmath.clip(arrs["int64"], 0, 2).torch_dtype == torch.int64
+assert dmath.clip(arrs["int64"], 0.5, 2).torch_dtype == torch.float64
 C.ok()
 
 

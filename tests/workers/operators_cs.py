@@ -61,16 +61,16 @@ for lay, blay in [(dmath.row_block(), dmath.col_block()), (dmath.block_cyclic(2)
     I %= 5
     I &= 6
     I ^= 1
-    assert I.dtype == torch.int64
+    assert I.torch_dtype == torch.int64
     assert np.array_equal(I.to_numpy(), (((x.astype(np.int64) // 3) % 5) & 6) ^ 1)
     cases += 1
 
     # Promotion as numpy.
     F = dmath.from_numpy(x.astype(np.float32), lay)
-    assert (F + 1.5).dtype == torch.float32 and (F + B).dtype == torch.float64
+    assert (F + 1.5).torch_dtype == torch.float32 and (F + B).torch_dtype == torch.float64
     J = dmath.from_numpy(x.astype(np.int32), lay)
-    assert (J + I).dtype == torch.int64 and (J / 2).dtype == torch.float64
-    assert ((J > 0) + (J < 0)).dtype == torch.bool
+    assert (J + I).torch_dtype == torch.int64 and (J / 2).torch_dtype == torch.float64
+    assert ((J > 0) + (J < 0)).torch_dtype == torch.bool
     cases += 1
 
     # numpy protocols from rank 0.

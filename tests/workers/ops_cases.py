@@ -51,12 +51,12 @@ for grid in GRIDS:
                 dt = dtype_of(name)
                 for make_, want in [(dmath.zeros, 0), (dmath.ones, 1)]:
                     a = make_(shape, dtype=dt, layout=lay)
-                    assert a.dtype == dt and a.layout == lay and a.shape == shape
+                    assert a.torch_dtype == dt and a.layout == lay and a.shape == shape
                     exact_piece(a, np.full(shape, want), f"{make_.__name__} {lay} {name}")
                 a = dmath.full(shape, True if name == "bool" else 3, dtype=name, layout=lay)
                 exact_piece(a, np.full(shape, 1 if name == "bool" else 3), f"full {lay} {name}")
                 e = dmath.empty(shape, dtype=dt, layout=lay)
-                assert e.dtype == dt and e.layout == lay and e.local.shape == a.local.shape
+                assert e.torch_dtype == dt and e.layout == lay and e.local.shape == a.local.shape
             for k in (-2, 0, 1):
                 exact_piece(dmath.eye(shape[0], shape[1], k=k, layout=lay), np.eye(*shape, k=k),
                             f"eye k={k} {lay}")
@@ -73,9 +73,9 @@ for grid in GRIDS:
             close_piece(a, np.linspace(-1.5, 2.0, num, endpoint=endpoint), torch.float64,
                         f"linspace {num} {endpoint} {lay}")
         C.ok()
-    assert dmath.arange(5).dtype == torch.int64 and dmath.arange(5.0).dtype == torch.float64
+    assert dmath.arange(5).torch_dtype == torch.int64 and dmath.arange(5.0).torch_dtype == torch.float64
     d = dmath.zeros((2, 3))
-    assert d.dtype == torch.float64 and d.layout == Layout().resolve(grid, 2)
+    assert d.torch_dtype == torch.float64 and d.layout == Layout().resolve(grid, 2)
 
 # -- random: the same global values whatever the layout, the grid, the rank count ------------
 for name, fn in [("normal", dmath.random.normal), ("uniform", dmath.random.uniform)]:
@@ -94,7 +94,7 @@ for name, fn in [("normal", dmath.random.normal), ("uniform", dmath.random.unifo
     # float32 holds the float64 draw rounded; another seed gives other values.
     dmath.set_default_grid(GRIDS[0])
     a32 = fn((37, 23), seed=7, dtype="float32", layout=dmath.row_block())
-    assert a32.dtype == torch.float32
+    assert a32.torch_dtype == torch.float32
     exact_piece(a32, ref.astype(np.float32), f"{name} float32")
     assert not np.array_equal(fn((37, 23), seed=8).to_numpy(), ref)
 dmath.set_default_grid(GRIDS[0])
@@ -119,12 +119,12 @@ for grid in GRIDS:
             x = random_values(rng, shape, dt)
             xt = as_torch(x, dt)
             a = dmath.from_torch(xt, lay)
-            assert a.dtype == dt and a.layout == lay and a.shape == shape
+            assert a.torch_dtype == dt and a.layout == lay and a.shape == shape
             assert torch.equal(a.local, as_torch(piece(x, lay, grid), dt).to(a.local.device))
             if (i + j) % 3 == 0:             # scattered from each root, gathered to it
                 for r in range(world.size):
                     b = dmath.from_torch(xt if rank == r else None, lay, root=r)
-                    assert b.dtype == dt and torch.equal(b.local, a.local), f"root={r} {lay}"
+                    assert b.torch_dtype == dt and torch.equal(b.local, a.local), f"root={r} {lay}"
                     t = b.to_torch(root=r)
                     assert (t is None) == (rank != r) and (t is None or torch.equal(t, xt))
                     h = b.to_numpy(root=r)
@@ -139,7 +139,7 @@ for grid in GRIDS:
                     assert h.dtype == xt.numpy().dtype and np.array_equal(h, xt.numpy())
             for other in ("float64", "float32", "bfloat16", "int64", "bool"):
                 c = a.astype(other)
-                assert c.dtype == dtype_of(other) and c.layout == lay
+                assert c.torch_dtype == dtype_of(other) and c.layout == lay
                 exact_piece(c, stored(x.astype(np.float64), dtype_of(other)).astype(
                     np.bool_ if other == "bool" else np.float64), f"astype {name}->{other}")
             snap = dmath.comm_stats.snapshot()
@@ -158,7 +158,7 @@ for grid in GRIDS:
     assert a.to_numpy()[0, 0] != 100.0 and a.to_numpy()[1, 1] != 200.0, "shares host memory"
     # from_numpy(dtype=) converts; to_numpy of bfloat16 arrives as float32.
     b = dmath.from_numpy(np.arange(6.0).reshape(2, 3), dmath.row_block(), dtype="bfloat16")
-    assert b.dtype == torch.bfloat16 and b.to_numpy().dtype == np.float32
+    assert b.torch_dtype == torch.bfloat16 and b.to_numpy().dtype == np.float32
     # A 3-D transpose and a permute, and .T of a partial array, without traffic.
     y = rng.standard_normal((3, 4, 5))
     a3 = dmath.from_numpy(y, Layout(grid.names[0], None, grid.names[-1]) if grid.ndim == 2 else
@@ -206,11 +206,11 @@ def ew_case(grid, shape_a, shape_b, dt, la: Layout, lb: Layout) -> None:
     xa, yb = stored(x, dt), stored(y, dt)          # the values as held in dt
     for name, op in BINARY:
         got = op(a, b)
-        assert got.dtype == dt, f"{what} {name}: dtype {got.dtype}"
+        assert got.torch_dtype == dt, f"{what} {name}: dtype {got.dtype}"
         close_piece(got, op(xa, yb), dt, f"{what} {name}")
     for name, op in COMPARE:
         got = op(a, b)
-        assert got.dtype == torch.bool
+        assert got.torch_dtype == torch.bool
         exact_piece(got, op(xa, yb), f"{what} {name}")  # exact: compares the held values
     # Scalars on either side, numpy scalars too; Python floats keep the array's dtype,
     # integers meeting a float promote to float64, a numpy float32 scalar is strong
@@ -222,11 +222,11 @@ def ew_case(grid, shape_a, shape_b, dt, la: Layout, lb: Layout) -> None:
             ("a*np2", a * np.float32(2), xa * 2, f32), ("a**2", a ** 2, xa ** 2, dt),
             ("a-b*3", a - b * 3, xa - yb * 3, dt), ("a*1.5", a * 1.5, xa * 1.5, f64),
             ("a/4", a / 4, xa / 4, f64), ("a/b", a / (abs(b) + 1), xa / (np.abs(yb) + 1), f64)]:
-        assert got.dtype == want_dt, f"{what} {name}: {got.dtype}"
+        assert got.torch_dtype == want_dt, f"{what} {name}: {got.dtype}"
         close_piece(got, want, want_dt, f"{what} {name}")
     for name, f, g in (UNARY if dt.is_floating_point else UNARY[:3]):
         got = f(a)
-        assert got.dtype == f64 and got.layout == a.layout, (what, name, got)
+        assert got.torch_dtype == f64 and got.layout == a.layout, (what, name, got)
         want = g(xa.astype(np.float32 if dt in (torch.float16, torch.bfloat16) else np.float64))
         close_piece(got, want, f64, f"{what} {name}")
     close_piece(dmath.where(a > 0, a, b), np.where(xa > 0, xa, yb), dt, f"{what} where")
@@ -273,7 +273,7 @@ for grid in GRIDS:
     exact_piece(~ba, ~bx, "bool not")
     exact_piece(ba == bb, bx == by, "bool eq")
     w = dmath.where(ba, 1.5, 2)
-    assert w.dtype == torch.float64                 # numpy: where(bool, 1.5, 2) is float64
+    assert w.torch_dtype == torch.float64                 # numpy: where(bool, 1.5, 2) is float64
     exact_piece(w, np.where(bx, 1.5, 2.0), "where(bool, scalars)")
     C.ok()
 
@@ -308,7 +308,7 @@ def red_case(grid, x: np.ndarray, dt, lay: Layout, keepdims: bool) -> None:
             assert got.layout == out_layout(a, ax, kd), (what, name, axis, got.layout)
             assert got.shape == np.shape(want), (what, name, axis, got.shape)
             if dt == torch.int64 and name in ("mean", "norm"):
-                assert got.dtype == torch.float64, (what, name, got.dtype)  # as numpy
+                assert got.torch_dtype == torch.float64, (what, name, got.dtype)  # as numpy
             if name in ("max", "min") or dt in (torch.int64, torch.bool) and name == "sum":
                 exact_piece(got, want, f"{what} {name} axis={axis}")
             else:
@@ -320,7 +320,7 @@ def red_case(grid, x: np.ndarray, dt, lay: Layout, keepdims: bool) -> None:
         if x.size and dt != torch.bool:
             for name in ("argmax", "argmin"):
                 got = getattr(dmath, name)(a, axis=axis)
-                assert got.dtype == torch.int64 and got.layout == out_layout(a, ax, False)
+                assert got.torch_dtype == torch.int64 and got.layout == out_layout(a, ax, False)
                 exact_piece(got, getattr(np, name)(xa, axis=axis), f"{what} {name} axis={axis}")
     assert torch.equal(a.local, before), f"{what}: input changed"
 
@@ -357,7 +357,7 @@ for name in ("bfloat16", "float16"):
     xa = stored(h, dt)
     tol = {"bfloat16": 2 ** -8, "float16": 2 ** -11}[name] * 8
     s = dmath.sum(a)
-    assert s.dtype == dt
+    assert s.torch_dtype == dt
     assert abs(s.item() - xa.sum()) <= tol * np.abs(xa).sum(), (name, s.item(), xa.sum())
     cs = dmath.sum(a, axis=0)
     assert np.all(np.abs(mine(cs) - xa.sum(0)) <= tol * np.abs(xa).sum(0)), name

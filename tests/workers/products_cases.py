@@ -140,11 +140,11 @@ for grid in GRIDS:
         assert o.layout == a.layout.without_partial() and o.dtype == a.dtype
         exact_piece(o, np.full(x.shape, val), fn.__name__)
         o = fn(a, dtype="int32", layout=dmath.row_block())
-        assert o.dtype == torch.int32 and o.layout == dmath.row_block().resolve(grid, 2)
+        assert o.torch_dtype == torch.int32 and o.layout == dmath.row_block().resolve(grid, 2)
         exact_piece(o, np.full(x.shape, val), fn.__name__ + " int32")
     exact_piece(dmath.full_like(a, 2.5), np.full(x.shape, 2.5), "full_like")
     e = dmath.empty_like(a, dtype="float32")
-    assert e.shape == a.shape and e.dtype == torch.float32
+    assert e.shape == a.shape and e.torch_dtype == torch.float32
     assert e.layout == a.layout.without_partial()
     cp = dmath.copy(a)
     assert cp.layout == a.layout and cp.local.data_ptr() != a.local.data_ptr()
@@ -158,7 +158,7 @@ for grid in GRIDS:
         assert d.layout == dmath.row_block().resolve(grid, 2)
         exact_piece(d, x, f"asarray {type(obj).__name__}")
     d = dmath.asarray(x, dtype="float32")
-    assert d.dtype == torch.float32 and d.layout == Layout().resolve(grid, 2)
+    assert d.torch_dtype == torch.float32 and d.layout == Layout().resolve(grid, 2)
     assert dmath.asarray(a) is a and dmath.array(a) is not a and dmath.array(a, copy=False) is a
     r = dmath.asarray(a, layout=dmath.col_block())
     assert r.layout == dmath.col_block().resolve(grid, 2)
@@ -168,7 +168,7 @@ for grid in GRIDS:
     # randint: the same values whatever the layout and the grid
     for lay in (dmath.replicated(), dmath.row_block(), Layout(None, "*", block=2)):
         v = dmath.random.randint(-3, 7, (9, 11), seed=5, layout=lay)
-        assert v.dtype == torch.int64
+        assert v.torch_dtype == torch.int64
         if ref is None:
             ref = v.to_numpy()
             assert ref.min() == -3 and ref.max() == 6, (ref.min(), ref.max())

@@ -49,7 +49,7 @@ def check_pair(x: np.ndarray, dtype, src: Layout, g1, dst: Layout, g2) -> None:
     g = a.redistribute(dst, g2, method="general")
     moved = stats_delta(snap)
     assert b.layout == dst and g.layout == dst and b.grid == g2, what
-    assert b.dtype == dtype and b.shape == x.shape, what
+    assert b.torch_dtype == dtype and b.shape == x.shape, what
     assert torch.equal(b.local, g.local), f"{what}: fast path != general path"
     check_value(b, x, what)
     assert torch.equal(a.local, before), f"{what}: input changed"

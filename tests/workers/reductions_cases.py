@@ -132,7 +132,7 @@ def red_case(grid, x: np.ndarray, dt, lay: Layout, special: bool) -> None:
                     continue
                 raise AssertionError(f"{what}: numpy raised {err}, dmath did not")
             got = getattr(R, name)(a, axis=axis)
-            assert got.dtype == torch.int64, what
+            assert got.torch_dtype == torch.int64, what
             check("max", got, want, a, axes, False, dt, what)
     same = (a.local == before) | ((a.local != a.local) & (before != before))
     assert bool(same.all()), "input changed"
@@ -244,7 +244,7 @@ for grid in SOME:
                 got = S.cumsum(a, axis=axis)
                 want = np.cumsum(xa, axis=axis)
                 assert got.layout == a.layout and got.shape == want.shape, (got.layout, a.layout)
-                assert got.dtype == (dt if dt.is_floating_point else torch.int64), got.dtype
+                assert got.torch_dtype == (dt if dt.is_floating_point else torch.int64), got.dtype
                 exact_piece(got, want, f"cumsum axis={axis} {shape} {name} {lay} on {grid!r}")
             if len(shape) == 1:
                 exact_piece(S.cumsum(a), np.cumsum(xa), "cumsum axis=None")
@@ -268,10 +268,10 @@ for grid in SOME:
             for axis in range(-1, len(shape)):
                 what = f"sort axis={axis} {shape} {name} {a.layout} on {grid!r}"
                 got = SO.sort(a, axis=axis)
-                assert got.layout == a.layout.without_partial() and got.dtype == dt, what
+                assert got.layout == a.layout.without_partial() and got.torch_dtype == dt, what
                 exact_piece(got, np.sort(xa, axis=axis), what)
                 idx = SO.argsort(a, axis=axis, kind="quicksort")
-                assert idx.dtype == torch.int64 and idx.layout == got.layout, what
+                assert idx.torch_dtype == torch.int64 and idx.layout == got.layout, what
                 exact_piece(idx, np.argsort(xa, axis=axis, kind="stable"), "arg" + what)
             C.ok()
 C.report()

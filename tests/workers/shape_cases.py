@@ -136,7 +136,7 @@ for grid in GRIDS:
             As.append(make(rng, x, random_layout(rng, nd, grid), grid, dt))
         R = dmath.concatenate(As, axis=axis)
         # numpy's promotion (int64 + bfloat16: float64), as the elementwise ops
-        assert R.layout == As[0].layout.without_partial() and R.dtype == result_type(*As)
+        assert R.layout == As[0].layout.without_partial() and R.torch_dtype == result_type(*As)
         exact_piece(R, np.concatenate(xs, axis=axis), f"concatenate axis={axis}")
         exact_piece(dmath.concatenate(As, axis=None), np.concatenate(xs, axis=None), "axis None")
         same = [make(rng, xs[0], random_layout(rng, nd, grid), grid, torch.float64)

@@ -64,7 +64,7 @@ def check_round_trip(x, dtype, src, g1, dst, g2, fmt):
     snap = dmath.comm_stats.snapshot()
     b = a.redistribute(dst, g2, wire=fmt)
     moved = stats_delta(snap)
-    assert b.dtype == dtype and b.layout == dst and b.grid == g2, what
+    assert b.torch_dtype == dtype and b.layout == dst and b.grid == g2, what
     assert torch.equal(a.local, before), f"{what}: input changed"
     k = moves(a, dst, g2)
     full = torch.from_numpy(x).to(dtype)
@@ -122,7 +122,7 @@ def fixed_transfers():
             C.ok()
     ints = make(np.arange(12 * world.size).reshape(-1, 3), dmath.row_block(), g, torch.int64)
     r = ints.redistribute(Layout(), wire=BF16)
-    assert r.dtype == torch.int64 and np.array_equal(r.to_numpy(),
+    assert r.torch_dtype == torch.int64 and np.array_equal(r.to_numpy(),
                                                      np.arange(12 * world.size).reshape(-1, 3))
     C.ok()
 
@@ -208,7 +208,7 @@ def gemms():
             for fmt in (BF16, FP16, I8):
                 for alg in algs:
                     C_ = dmath.matmul(dA, dB, algorithm=alg, wire=fmt, out_layout=Layout())
-                    assert C_.dtype == dtype
+                    assert C_.torch_dtype == dtype
                     got = C_.local.double().numpy()
                     acc = 2 * k * eps * (np.abs(A) @ np.abs(B))
                     # int8 blocks: each operand element is quantised once per move
