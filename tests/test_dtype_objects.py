@@ -17,7 +17,7 @@ import torch
 from mpi_harness import run_workers
 
 import dmath
-from dmath.array.dtypes import ALL, DType, DTypeComparisonWarning, as_dtype, of, to_numpy_dtype
+from dmath.array.dtypes import ALL, DType, as_dtype, of, to_numpy_dtype
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
@@ -49,16 +49,15 @@ def test_equal_objects_hash_alike(name):
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
-def test_never_equal_to_torch_dtypes(name):
-    """A torch dtype hashes otherwise, so a DType does not claim to equal it (and warns)."""
+def test_equal_to_torch_dtypes_hash_otherwise(name):
+    """As numpy's dtype with its scalar type: a DType equals the torch dtype (both ways,
+    no warning) but hashes as numpy's dtype, so torch-keyed dicts are reached by .torch."""
     d, t = ALL[name], getattr(torch, name)
-    with pytest.warns(DTypeComparisonWarning, match="torch_dtype"):
-        assert not d == t
-    with pytest.warns(DTypeComparisonWarning):
-        assert t != d
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert {t: 1}.get(d) is None and {d: 1}.get(t) is None    # no comparison: hashes differ
+        assert d == t and t == d and not d != t and not t != d
+        assert d != (torch.float32 if t is not torch.float32 else torch.float64)
+        assert {t: 1}.get(d) is None and {d: 1}.get(t) is None    # hashes differ
         assert d.torch is t and of(t) is d and {t: 1}[d.torch] == 1
 
 

@@ -12,14 +12,11 @@ but its twin is numpy's dtype of the same name: it compares and hashes as that
 
 so dict and set keys of DTypes and ``np.dtype`` objects mix (``d[A.dtype]`` finds
 ``d[np.dtype("float64")]`` and the other way round). Like numpy's dtype, it also
-equals numpy's scalar type and its names (``"float64"``, ``"f8"``; here also dmath's
-``"fp64"``...), which hash otherwise: a dict keyed by ``np.float64`` or by names
-misses ``A.dtype`` as it misses ``np.dtype("float64")`` (key it by ``A.dtype.type``
-or ``A.dtype.name``). It does NOT equal a torch dtype (``A.dtype == torch.float64``
-is False, with a ``DTypeComparisonWarning``): a torch dtype hashes otherwise, and one
-object cannot hash like both families; compare ``A.torch_dtype`` to torch dtypes (and
-key torch-keyed dicts by it). The array API standard asks only that a library's own
-dtypes compare equal. torch does not take a DType: pass ``A.torch_dtype`` (or
+equals objects that hash otherwise: numpy's scalar type, its names (``"float64"``,
+``"f8"``; here also dmath's ``"fp64"``...) and the torch dtype (``A.dtype ==
+torch.float64``). A dict keyed by ``np.float64``, by names or by torch dtypes misses
+``A.dtype`` as one keyed by ``np.float64`` misses ``np.dtype("float64")``: key it by
+``A.dtype.type``, ``A.dtype.name`` or ``A.torch_dtype``. torch does not take a DType: pass ``A.torch_dtype`` (or
 ``dt.torch``) to torch calls. ``np.dtype(dt)`` and numpy's ``dtype=`` take a DType
 (through its ``.dtype``, numpy's dtype). numpy has no bfloat16: ``np.dtype(dmath.bfloat16)``
 raises TypeError (``A.to_numpy()`` of a bfloat16 array is float32, ``to_numpy_dtype``),
@@ -28,14 +25,8 @@ A DType pickles as its name and unpickles as the same object.
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
-
-
-class DTypeComparisonWarning(UserWarning):
-    """A DType compared with a torch dtype (always unequal: compare ``A.torch_dtype``)."""
 
 
 class DType:
@@ -70,24 +61,14 @@ class DType:
             except (TypeError, ValueError):
                 return False
         if isinstance(other, torch.dtype):
-            return self._torch_compared(other)
+            return self.torch == other
         if isinstance(other, DType):
             return self.torch == other.torch
         return NotImplemented
 
     def __ne__(self, other):
-        if isinstance(other, torch.dtype):
-            return not self._torch_compared(other)
         r = self.__eq__(other)
         return r if r is NotImplemented else not r
-
-    def _torch_compared(self, other: torch.dtype) -> bool:
-        """False, with a warning: a torch dtype hashes otherwise, so it is never equal."""
-        warnings.warn(f"a dmath DType never equals a torch dtype (dmath.{self.name} "
-                      f"compared with {other}; it hashes as numpy's dtype does): compare "
-                      "A.torch_dtype (or dt.torch) with torch dtypes",
-                      DTypeComparisonWarning, stacklevel=3)
-        return False
 
     def __hash__(self):
         return self._hash
