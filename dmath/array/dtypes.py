@@ -16,8 +16,8 @@ equals objects that hash otherwise: numpy's scalar type, its names (``"float64"`
 ``"f8"``; here also dmath's ``"fp64"``...) and the torch dtype (``A.dtype ==
 torch.float64``). A dict keyed by ``np.float64``, by names or by torch dtypes misses
 ``A.dtype`` as one keyed by ``np.float64`` misses ``np.dtype("float64")``: key it by
-``A.dtype.type``, ``A.dtype.name`` or ``A.torch_dtype``. torch does not take a DType: pass ``A.torch_dtype`` (or
-``dt.torch``) to torch calls. ``np.dtype(dt)`` and numpy's ``dtype=`` take a DType
+``A.dtype.type``, ``A.dtype.name`` or ``A.torch_dtype``. torch does not take a DType:
+pass ``A.torch_dtype`` (or ``dt.torch``) to torch calls. ``np.dtype(dt)`` and numpy's ``dtype=`` take a DType
 (through its ``.dtype``, numpy's dtype). numpy has no bfloat16: ``np.dtype(dmath.bfloat16)``
 raises TypeError (``A.to_numpy()`` of a bfloat16 array is float32, ``to_numpy_dtype``),
 ``dmath.bfloat16`` equals no numpy dtype and hashes like its name.
