@@ -53,10 +53,7 @@ def reduce(M: BC, local_blas: bool | None = None
 def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``reduce`` on ``onestage.Workspace``: L = (u_0, x_0, u_1, x_1, ...) (m rows),
     R = (y_0, v_0, ...) (n rows), current A = A - L R^T; one all-reduce per reflector
-    (A^T u with L^T u, A v with R^T v), one per panel (its columns and rows together).
-    Each reflector's message also carries the next update's correction by the older
-    columns (row j's by R[:, :c] with A^T u, column j+1's by L[:, :c+1] with A v), split
-    over the ranks by rows: only the newest column's term is replicated work."""
+    (A^T u with L^T u, A v with R^T v), one per panel (its columns and rows together)."""
     m, n, nb = M.m, M.n, M.nb
     d, e = np.zeros(n), np.zeros(max(n - 1, 0))
     tauq, taup = np.zeros(n), np.zeros(n)
@@ -65,34 +62,26 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     for k in range(0, n, nb):
         kb = min(nb, n - k)
         P, Rows = ws.panel(k, kb, True)
-        qc = None                                  # column j's correction by L[:, :c - 1]
         for i in range(kb):
             j, c = k + i, 2 * i
             col = P[j:, i]                                         # column j, up to date
-            if qc is not None:
-                col -= qc
-                col -= L[j:, c - 1] * float(R[j, c - 1])
-            elif c:
+            if c:
                 ws.gemv(L[j:, :c], R[j, :c].copy(), col, False, -1.0, 1.0)
             u = L[:, c]
             d[j], tauq[j] = ws.larfg(col, u[j:])
             ws.put_col(j, u, j)
             if j == n - 1:
                 break
-            fold = (R[j + 1:, :c], L[j, :c].copy()) if c else None
-            z, ex, qr = ws.product(u, j, j, j + 1, True, L, c, fold)  # A^T u, L^T u, row's
+            z, ex = ws.product(u, j, j, j + 1, True, L, c)           # A^T u, L^T u
             if c:
                 ws.gemv(R[j + 1:, :c], ex, z, False, -1.0, 1.0)
             np.multiply(z, float(tauq[j]), out=R[j + 1:, c])           # y
             row = Rows[i, j + 1:]                                  # row j, up to date
-            if qr is not None:
-                row -= qr
-            row -= R[j + 1:, c] * float(L[j, c])
+            ws.gemv(R[j + 1:, :c + 1], L[j, :c + 1].copy(), row, False, -1.0, 1.0)
             v = R[:, c + 1]
             e[j], taup[j] = ws.larfg(row, v[j + 1:])
             ws.put_row(j, v, j + 1)
-            fold = (L[j + 1:, :c + 1], R[j + 1, :c + 1].copy()) if i + 1 < kb else None
-            x, ex, qc = ws.product(v, j + 1, j + 1, j + 1, False, R, c + 1, fold)  # A v, R^T v
+            x, ex = ws.product(v, j + 1, j + 1, j + 1, False, R, c + 1)  # A v, R^T v
             ws.gemv(L[j + 1:, :c + 1], ex, x, False, -1.0, 1.0)
             np.multiply(x, float(taup[j]), out=L[j + 1:, c + 1])       # x
         ws.trailing(k + kb, L[:, :2 * kb], R[:, :2 * kb])         # A -= U Y^T + X V^T

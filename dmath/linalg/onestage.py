@@ -12,11 +12,6 @@ a column is ONE gemv over the first columns of L or R:
                              -> one all-reduce of [y | B^T x]          (the column's one collective)
                              y -= L (B^T x)                            (replicated)
 
-The tridiagonal folds the next column's correction into that message too
-(``product``'s ``fold``): L[j+1:, :c] R[j+1, :c]^T split over the ranks by
-rows, so only its last two columns (the reflector just made) are replicated
-work.
-
 ``Workspace`` holds what a reduction needs for that: the rank's piece as a
 numpy view (no copy), its global row / column indices, L and R, the packed
 all-reduce buffer, and OpenBLAS's gemv / nrm2 for the dtype (from the
@@ -103,7 +98,7 @@ class Workspace:
         w = 2 * M.nb
         self.L = np.zeros((left, w), dtype=self.dt)
         self.R = None if right is None else np.zeros((right, w), dtype=self.dt)
-        self.buf = np.zeros(2 * max(M.m, M.n) + w + 1, dtype=self.dt)
+        self.buf = np.zeros(max(M.m, M.n) + w + 1, dtype=self.dt)
         self.buf_t = torch.from_numpy(self.buf)
 
     # -- BLAS 2 on strided views -------------------------------------------------------
@@ -163,26 +158,17 @@ class Workspace:
             self.R[:, : 2 * kb] = 0
         return P, R
 
-    def _share(self, lo: int, hi: int) -> tuple[int, int]:
-        """This rank's contiguous 1/p of the index range [lo, hi)."""
-        return (lo + (hi - lo) * self.rank // self.p, lo + (hi - lo) * (self.rank + 1) // self.p)
-
     def product(self, x: np.ndarray, xs: int, r0: int, c0: int, trans: bool,
-                B: np.ndarray, c: int, fold: tuple[np.ndarray, np.ndarray] | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """(y, B[xs:, :c]^T x[xs:], F f) in one all-reduce: y = A[r0:, c0:] x (rows r0..m) or,
+                B: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """(y, B[xs:, :c]^T x[xs:]) in one all-reduce: y = A[r0:, c0:] x (rows r0..m) or,
         ``trans``, A[r0:, c0:]^T x (columns c0..n) of the stored A (x replicated, global
-        indices, zero before ``xs``). ``fold`` = (F, f), replicated: the product F f
-        (a correction the caller needs next, split over the ranks by rows like B^T x)
-        rides in the same message; None without. Views into the buffer, valid until
-        the next call."""
+        indices, zero before ``xs``). Views into the buffer, valid until the next call."""
         M, a = self.M, self.a
         lr, lc = M.lrow(r0), M.lcol(c0)
         ny = (M.n - c0) if trans else (M.m - r0)
-        nf = 0 if fold is None else fold[0].shape[0]
-        buf = self.buf[: ny + c + nf]
+        buf = self.buf[: ny + c]
         buf[:] = 0
-        y, ex, q = buf[:ny], buf[ny:ny + c], buf[ny + c:]
+        y, ex = buf[:ny], buf[ny:]
         if lr < a.shape[0] and lc < a.shape[1]:
             piece = a[lr:, lc:]
             if trans:
@@ -192,24 +178,18 @@ class Workspace:
                 y[self.gc[lc:] - c0] = tmp
             else:
                 xl = x[self.gc[lc:]]
-                if self.M.pr == 1:                     # every row here: y's rows in order
-                    self.gemv(piece, xl, y)
-                else:
-                    tmp = np.empty(piece.shape[0], dtype=self.dt)
-                    self.gemv(piece, xl, tmp)
-                    y[self.gr[lr:] - r0] = tmp
+                tmp = np.empty(piece.shape[0], dtype=self.dt)
+                self.gemv(piece, xl, tmp)
+                y[self.gr[lr:] - r0] = tmp
         if c:
-            lo, hi = self._share(xs, x.shape[0])
+            N = x.shape[0]
+            lo = xs + (N - xs) * self.rank // self.p
+            hi = xs + (N - xs) * (self.rank + 1) // self.p
             if hi > lo:
                 self.gemv(B[lo:hi, :c], x[lo:hi], ex, True)
-        if nf:
-            F, f = fold
-            lo, hi = self._share(0, nf)
-            if hi > lo:
-                self.gemv(F[lo:hi], f, q[lo:hi])
         if self.p > 1:
-            self.world.host_allreduce_(self.buf_t[: ny + c + nf])
-        return y, ex, (q if nf else None)
+            self.world.host_allreduce_(self.buf_t[: ny + c])
+        return y, ex
 
     # -- writes to the piece -----------------------------------------------------------
     def put_col(self, j: int, v: np.ndarray, r0: int) -> None:

@@ -49,8 +49,7 @@ def reduce(M: BC, local_blas: bool | None = None) -> tuple[np.ndarray, np.ndarra
 
 def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``reduce`` on ``onestage.Workspace``: L = (v_0, w_0, v_1, w_1, ...), R = L swapped;
-    one all-reduce per column (A v, L^T v and the next column's correction by L's
-    older columns packed), one per panel."""
+    one all-reduce per column (A v and L^T v packed), one per panel."""
     n, nb = M.n, M.nb
     d, e, tau = np.zeros(n), np.zeros(max(n - 1, 0)), np.zeros(max(n - 1, 0))
     ws = onestage.Workspace(M, n, None)
@@ -58,22 +57,17 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     for k in range(0, n - 1, nb):
         kb = min(nb, n - 1 - k)
         P, _ = ws.panel(k, kb, False)
-        q = None                                   # column j's correction by columns < c - 2
         for i in range(kb):
             j, c = k + i, 2 * i
             col = P[j:, i]                                         # column j, up to date
-            if q is not None:
-                col -= q
-                ws.gemv(L[j:, c - 2:c], onestage.swap(L[j, c - 2:c]), col, False, -1.0, 1.0)
-            elif c:
+            if c:
                 ws.gemv(L[j:, :c], onestage.swap(L[j, :c]), col, False, -1.0, 1.0)
             d[j] = float(col[0])
             v = L[:, c]
             e[j], tau[j] = ws.larfg(col[1:], v[j + 1:])
             t = tau[j]
             ws.put_col(j, v, j + 1)
-            fold = (L[j + 1:, :c], onestage.swap(L[j + 1, :c])) if c and i + 1 < kb else None
-            y, ex, q = ws.product(v, j + 1, j + 1, j + 1, False, L, c, fold)  # A v, L^T v
+            y, ex = ws.product(v, j + 1, j + 1, j + 1, False, L, c)     # A v, L^T v
             if c:
                 ws.gemv(L[j + 1:, :c], onestage.swap(ex), y, False, -1.0, 1.0)
             w = L[j + 1:, c + 1]
