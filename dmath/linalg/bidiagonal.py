@@ -145,8 +145,14 @@ def panels(M: BC) -> list[tuple[int, int]]:
 
 def keep_q(M: BC) -> reflectors.Kept:
     """The u vectors (rows >= k of each panel) apart from M, whose piece is dropped:
-    once ``back_p`` is done, half of M is all ``back_q`` needs."""
+    half of M is all ``back_q`` needs (take ``keep_p`` first)."""
     return reflectors.Kept(M, panels(M), 0)
+
+
+def keep_p(M: BC) -> reflectors.Kept:
+    """The v vectors (columns > k of each panel's rows), M's piece kept (for ``keep_q``):
+    the other half of M, all ``back_p`` needs."""
+    return reflectors.Kept(M, panels(M), 1, rows=True, release=False)
 
 
 def back_q(K: reflectors.Kept, tauq: np.ndarray, C: BC) -> None:
@@ -154,12 +160,15 @@ def back_q(K: reflectors.Kept, tauq: np.ndarray, C: BC) -> None:
     reflectors.back(K, tauq, C)
 
 
-def back_p(M: BC, taup: np.ndarray, C: BC) -> None:
-    """C := P C in place (C: n rows, block-cyclic with M's block size and grid)."""
+def back_p(K: reflectors.Kept, taup: np.ndarray, C: BC) -> None:
+    """C := P C in place (C: n rows, block-cyclic with M's block size and grid), P from
+    ``keep_p``."""
     dt = C.a.dtype
-    for k, kb in reversed(panels(M)):
-        V = reflectors.rows(M, k, k + kb).T.to(dt)
-        g = torch.arange(M.n, device=V.device)[:, None]
+    n = K.M.n
+    for i in reversed(range(len(K.parts))):
+        k, kb, _ = K.parts[i]
+        V = K.rows(i).T.to(dt)
+        g = torch.arange(n, device=V.device)[:, None]
         j = torch.arange(k, k + kb, device=V.device)[None, :]
         V = torch.where(g > j, V, torch.zeros((), dtype=dt, device=V.device)).contiguous()
         reflectors.apply(C, V, torch.from_numpy(taup[k:k + kb]).to(dtype=dt, device=V.device),

@@ -164,10 +164,11 @@ def _eigh(a: DArray, UPLO: str, want_v: bool, by_index, by_value, nb: int | None
     d, e, tau = tridiagonal.reduce(M)
     d, e, tau = M.grid.world.bcast_obj((d, e, tau), 0)        # bit-identical on every rank
     Kq = tridiagonal.keep(M)                         # M's piece goes: half of it is kept
-    w = lapacke.eigvals(d, e)
+    plan = inverse_iteration.Plan(d, e) if vectors_method() == "stein" else None
+    w = plan.w if plan is not None else lapacke.eigvals(d, e)     # dsterf once (the plan's)
     lo, hi = _select(w, by_index, by_value)
     k = hi - lo
-    Z = tridiagonal_vectors(d, e, lo, hi, g, nb, dtype, Kq.M.a.device)
+    Z = tridiagonal_vectors(d, e, lo, hi, g, nb, dtype, Kq.M.a.device, plan)
     tridiagonal.back(Kq, tau, Z)
     V = Z.darray().redistribute(out, a.grid)
     wd = DArray(torch.from_numpy(w[lo:hi]).to(dtype=dtype, device=M.a.device), (k,), wlay, a.grid)
@@ -192,15 +193,17 @@ def vectors_method() -> str:
 
 
 def tridiagonal_vectors(d: np.ndarray, e: np.ndarray, lo: int, hi: int, g, nb: int,
-                        dtype: torch.dtype, device) -> BC:
+                        dtype: torch.dtype, device,
+                        plan: inverse_iteration.Plan | None = None) -> BC:
     """Columns lo..hi-1 (ascending eigenvalues) of the eigenvectors Z of the replicated
     tridiagonal (d, e), as a block-cyclic(nb) BC on the 2-D grid g. Inverse iteration
     (``inverse_iteration``: each rank its own columns) unless a cluster is too large, a
     cluster's check fails on some rank (agreed by one collective), or DMATH_EIGH_VECTORS
-    is ``dbdsqr``; then dbdsqr's rows (``lapacke.eig_rows``)."""
+    is ``dbdsqr``; then dbdsqr's rows (``lapacke.eig_rows``). ``plan``: the
+    ``inverse_iteration.Plan`` of (d, e) if the caller made it already."""
     n, k = len(d), hi - lo
     if vectors_method() == "stein":
-        plan = inverse_iteration.Plan(d, e)
+        plan = plan if plan is not None else inverse_iteration.Plan(d, e)
         if plan.ok:
             good = [True]
 

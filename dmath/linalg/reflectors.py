@@ -84,15 +84,24 @@ def back(K: "Kept", tau: np.ndarray, C: BC) -> None:
 class Kept:
     """The Householder vectors of a reduction without the rest of M: for each panel
     (k, kb) this rank's rows >= k + ``off`` of columns k .. k+kb (only on the panel's
-    grid column), about half of M's piece. ``release`` drops M's piece."""
+    grid column), about half of M's piece; with ``rows``, its columns >= k + ``off``
+    of rows k .. k+kb instead (a bidiagonal's right reflectors). ``release``: M's
+    piece is dropped (set it False for a first Kept taken from the same M)."""
 
-    def __init__(self, M: BC, panels: list[tuple[int, int]], off: int):
-        self.M, self.off = M, off
+    def __init__(self, M: BC, panels: list[tuple[int, int]], off: int, rows: bool = False,
+                 release: bool = True):
+        self.M, self.off, self.by_rows = M, off, rows
         self.parts = []
         for k, kb in panels:
-            l0, l1, r0 = M.lcol(k), M.lcol(k + kb), M.lrow(k + off)
-            self.parts.append((k, kb, M.a[r0:, l0:l1].clone() if l1 > l0 else None))
-        M.a = M.a.new_zeros((0, 0))
+            if rows:
+                l0, l1, c0 = M.lrow(k), M.lrow(k + kb), M.lcol(k + off)
+                piece = M.a[l0:l1, c0:].clone() if l1 > l0 else None
+            else:
+                l0, l1, r0 = M.lcol(k), M.lcol(k + kb), M.lrow(k + off)
+                piece = M.a[r0:, l0:l1].clone() if l1 > l0 else None
+            self.parts.append((k, kb, piece))
+        if release:
+            M.a = M.a.new_zeros((0, 0))
 
     def cols(self, i: int) -> torch.Tensor:
         """Panel i's columns (m x kb), replicated on every rank (one all-reduce)."""
@@ -102,6 +111,18 @@ class Kept:
         if piece is not None and piece.shape[0]:
             g = M.grows()[M.lrow(k + self.off):]
             out[M.index(g)] = piece
+        return M.grid.world.allreduce(out)
+
+    def rows(self, i: int) -> torch.Tensor:
+        """Panel i's rows (kb x n) of a ``rows`` Kept, replicated on every rank (one
+        all-reduce)."""
+        M = self.M
+        k, kb, piece = self.parts[i]
+        out = torch.zeros((kb, M.n), dtype=M.a.dtype, device=M.a.device)
+        if piece is not None and piece.shape[1]:
+            gr = M.grows()[M.lrow(k):M.lrow(k + kb)] - k
+            gc = M.gcols()[M.lcol(k + self.off):]
+            out[M.index(gr)[:, None], M.index(gc)[None, :]] = piece
         return M.grid.world.allreduce(out)
 
 

@@ -8,9 +8,11 @@ LAPACK finds on every rank (``lapacke.band_svdvals``). ``svd``, as pdgesvd:
 1. A reduced to upper bidiagonal B = Q^T A P (``bidiagonal.reduce``).
 2. B (O(n), replicated): singular values and vectors by dbdsqr, each rank
    computing only its share of the rows of B's left and right singular
-   vectors, straight into block-cyclic pieces (``vectors.rows_bc``).
-3. V = P V_B (``bidiagonal.back_p``), then only Q's half of A's piece is
-   kept and U = Q U_B (``back_q``); both to A's layout, Vh = V^T.
+   vectors (both in one dbdsqr run per chunk of rows), straight into
+   block-cyclic pieces (``vectors.rows_bc_many``).
+3. V = P V_B (``bidiagonal.back_p``), U = Q U_B (``back_q``), each from
+   its half of A's piece (kept apart before the vectors are built, A's piece
+   dropped); both to A's layout, Vh = V^T.
 
 No rank holds more than its pieces of A, U, V and a few n x nb panels.
 float16 / bfloat16 computed in float32; NaN or inf raises LinAlgError on
@@ -86,21 +88,22 @@ def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
     S = lapacke.bidiag_svd(d, e, np.zeros(0, np.int64), np.zeros(0, np.int64))[0]
     ku = mm if full else nn
 
-    def u_rows(r):                                          # [[U_B, 0], [0, I]][r, :ku]
-        u = np.zeros((len(r), ku))
-        top = r < nn
-        if top.any():
-            u[top, :nn] = lapacke.bidiag_svd(d, e, r[top], np.zeros(0, np.int64))[1]
+    def uv_rows(rows):                                      # [[U_B, 0], [0, I]][ru, :ku], V_B[rv]
+        rv, ru = rows
+        top = ru < nn
+        _, ut, v = lapacke.bidiag_svd(d, e, ru[top], rv)  # one run: both sides' rotations
+        u = np.zeros((len(ru), ku))
+        u[top, :nn] = ut
         if full:
             low = np.nonzero(~top)[0]
-            u[low, r[low]] = 1.0
-        return u
+            u[low, ru[low]] = 1.0
+        return [v, u]
 
-    Vb = vectors.rows_bc(lambda r: lapacke.bidiag_svd(d, e, np.zeros(0, np.int64), r)[2],
-                         (nn, nn), g, nb, dtype, dev)
-    bidiagonal.back_p(M, taup, Vb)                          # V := P V_B
-    Kq = bidiagonal.keep_q(M)                               # M's piece goes: its lower half kept
-    Ub = vectors.rows_bc(u_rows, (mm, ku), g, nb, dtype, dev)
+    Kp = bidiagonal.keep_p(M)                               # M's two halves, then
+    Kq = bidiagonal.keep_q(M)                               # M's piece goes
+    Vb, Ub = vectors.rows_bc_many(uv_rows, [(nn, nn), (mm, ku)], g, nb, dtype, dev)
+    bidiagonal.back_p(Kp, taup, Vb)                         # V := P V_B
+    del Kp
     bidiagonal.back_q(Kq, tauq, Ub)                         # U := Q U_B
     del Kq
     Sd = DArray(torch.from_numpy(S).to(dtype=dtype, device=dev), (K,), slay, a.grid)

@@ -36,35 +36,56 @@ def rows_bc(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, int], grid
             dtype: torch.dtype, device) -> BC:
     """The m x k matrix whose rows ``rows`` are ``fn(rows)`` (float64 numpy, len(rows) x k),
     as a fresh block-cyclic(nb) BC on the 2-D ``grid``."""
-    m, k = shape
+    return rows_bc_many(lambda rows: [fn(rows[0])], [shape], grid, nb, dtype, device)[0]
+
+
+def rows_bc_many(fn: Callable[[list], list], shapes: list[tuple[int, int]], grid: Grid, nb: int,
+                 dtype: torch.dtype, device) -> list[BC]:
+    """``rows_bc`` for several matrices m_t x k_t whose rows one call computes together
+    (dbdsqr's U and V rows: one run of its rotations for both): ``fn([rows_0, rows_1,
+    ...])`` returns [len(rows_t) x k_t, ...]. A rank's rows of a shorter matrix are a
+    prefix of its rows of a longer one (same nb and grid), so chunk s holds the same
+    leading rows of each; one all-to-all-v along the grid row per chunk carries all."""
     pr, pc = grid.shape
     myr, myc = grid.coords
-    Z = BC(torch.zeros((0, 0), dtype=dtype, device=device), (m, k), nb, grid)
-    gr = Z.grows()
-    Z.a = torch.zeros((len(gr), len(Z.gcols())), dtype=dtype, device=device)
-    cols = [dim_map(k, pc, nb).indices(c) for c in range(pc)]
-    mine = [gr[c::pc] for c in range(pc)]                       # the rows each peer computes
-    most = max(len(x) for x in mine)
+    Zs, cols, mine = [], [], []
+    for m, k in shapes:
+        Z = BC(torch.zeros((0, 0), dtype=dtype, device=device), (m, k), nb, grid)
+        gr = Z.grows()
+        Z.a = torch.zeros((len(gr), len(Z.gcols())), dtype=dtype, device=device)
+        Zs.append(Z)
+        cols.append([dim_map(k, pc, nb).indices(c) for c in range(pc)])
+        mine.append([gr[c::pc] for c in range(pc)])             # the rows each peer computes
+    most = max(len(x) for mi in mine for x in mi)
     step = max(1, min(nb, -(-most // CHUNKS)))                 # a chunk: <= an n x nb panel
     for s in range(0, max(most, 1), step):
-        part = [x[s:s + step] for x in mine]
-        rows = part[myc]
-        z = fn(rows) if len(rows) else np.zeros((0, k))
-        zt = torch.from_numpy(np.ascontiguousarray(z)).to(dtype=dtype, device=device)
+        parts = [[x[s:s + step] for x in mi] for mi in mine]
+        rows = [part[myc] for part in parts]
+        zs = fn(rows) if any(len(r) for r in rows) else [None] * len(shapes)
+        zt = [torch.from_numpy(np.ascontiguousarray(z if len(r) else np.zeros((0, k))))
+              .to(dtype=dtype, device=device) for z, r, (_, k) in zip(zs, rows, shapes)]
         if pc == 1:
-            got = [zt]
+            got = [[z] for z in zt]
         else:
-            send = torch.cat([zt[:, Z.index(c)].reshape(-1) for c in cols])
-            flat = Z.row.alltoallv(send, [len(rows) * len(c) for c in cols],
-                                   [len(x) * len(cols[myc]) for x in part])
-            got, o = [], 0
-            for x in part:
-                got.append(flat[o:o + len(x) * len(cols[myc])].view(len(x), len(cols[myc])))
-                o += len(x) * len(cols[myc])
-        for x, t in zip(part, got):
-            if len(x):
-                Z.a[Z.index(Z.lpos_rows(x))] = t
-    return Z
+            send = torch.cat([zt[t][:, Zs[t].index(cols[t][c])].reshape(-1)
+                              for c in range(pc) for t in range(len(shapes))])
+            scounts = [sum(len(rows[t]) * len(cols[t][c]) for t in range(len(shapes)))
+                       for c in range(pc)]
+            rcounts = [sum(len(parts[t][c]) * len(cols[t][myc]) for t in range(len(shapes)))
+                       for c in range(pc)]
+            flat = Zs[0].row.alltoallv(send, scounts, rcounts)
+            got, o = [[] for _ in shapes], 0
+            for c in range(pc):
+                for t in range(len(shapes)):
+                    w = len(cols[t][myc])
+                    h = len(parts[t][c])
+                    got[t].append(flat[o:o + h * w].view(h, w))
+                    o += h * w
+        for t, Z in enumerate(Zs):
+            for x, z in zip(parts[t], got[t]):
+                if len(x):
+                    Z.a[Z.index(Z.lpos_rows(x))] = z
+    return Zs
 
 
 def cols_bc(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, int], grid: Grid, nb: int,
