@@ -205,10 +205,31 @@ def local_gemv(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     so a planned matrix-vector product and the general GEMM agree bit for bit. The
     kernel's GEMV, never a one-column GEMM (OpenBLAS's GEMM with one column runs ~7x
     slower than its GEMV; torch's ``mv`` skips ``matmul``'s dispatch)."""
-    if kernel_for(a.device, a.dtype) == "blas":
-        return _blas_gemm(a, x.view(-1, 1), None, 1.0, 0.0).view(-1)
+    if gemv_kernel_for(a.device, a.dtype) == "blas":
+        return _blas_gemv(a, x)
     return torch.mv(a, x)
 
 
+def _blas_gemv(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return _blas_gemm(a, x.view(-1, 1), None, 1.0, 0.0).view(-1)
+
+
+def gemv_kernel_for(device: torch.device, dtype: torch.dtype) -> str:
+    """Name of the kernel a matrix-vector product of ``dtype`` on ``device`` runs: its own
+    measured entry (``kernel_choice``, "gemv"), or the kernel ``set_local_kernel`` /
+    ``DMATH_CPU_GEMM`` force."""
+    if device.type != "cpu" or dtype not in _GEMV_DTYPES:
+        return "torch"
+    if _FORCED[0] is not None:
+        return _FORCED[0]
+    key = ("gemv", device, dtype, torch.get_num_threads(), profile._mtime(), agreed.is_agreed())
+    k = _KERNELS.get(key)
+    if k is None:
+        k = kernel_choice.choice("gemv", dtype, device=device)
+        k = _KERNELS.put(key, k if k != "blas" or blas_available() else "torch")
+    return k
+
+
+kernel_choice.GEMVS.update(torch=torch.mv, blas=_blas_gemv)
 kernel_choice.GEMMS.update(torch=_torch_gemm,
                            blas=lambda a, b, out, alpha, beta, dtype: _blas_gemm(a, b, out, alpha, beta))
