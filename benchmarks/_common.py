@@ -56,6 +56,29 @@ def best_of(fn, repeat: int, warmup: int = 0) -> float:
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def numpy_blas_threads() -> int | None:
+    """The thread count numpy's BLAS runs with now (threadpoolctl's answer where it is
+    installed, else asked of the OpenBLAS that numpy wheels ship), or None if unknown."""
+    try:
+        from threadpoolctl import threadpool_info
+        for info in threadpool_info():
+            if info.get("user_api") == "blas" and "numpy" in info.get("filepath", ""):
+                return int(info["num_threads"])
+    except ImportError:
+        pass
+    import ctypes
+    import glob
+    import numpy as np
+    for path in glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "*openblas*.so*")):
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                     "openblas_get_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                return int(fn())
+    return None
+
+
 def run_child(argv: list[str], ranks: int, *, mpi: bool = True, single_thread=(),
               timeout: float = 3600) -> dict:
     """Run ``argv`` (a script and its arguments) and return the JSON of the line

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, best_of, run_child, write_section
+from _common import ROOT, best_of, numpy_blas_threads, run_child, write_section
 
 BEGIN, END = "<!-- benchmarks/iterative.py: begin -->", "<!-- benchmarks/iterative.py: end -->"
 
@@ -81,7 +81,8 @@ def run_numpy(n: int, iters: int, repeat: int) -> dict:
     x = cg(A, b, x0, iters)
     res = float(np.linalg.norm(b - A @ x) / np.linalg.norm(b))
     t_pw = _time(lambda: power(A, b, iters, np.linalg.norm), repeat)
-    return {"cg": t_cg / iters, "power": t_pw / iters, "residual": res}
+    return {"cg": t_cg / iters, "power": t_pw / iters, "residual": res,
+            "threads": numpy_blas_threads()}
 
 
 def run_dmath(n: int, iters: int, repeat: int) -> dict:
@@ -107,7 +108,8 @@ def run_dmath(n: int, iters: int, repeat: int) -> dict:
     t_pw = _time(barrier_after(lambda: power(A, b, iters, dmath.norm)), repeat)
     import torch
     t = world.allreduce(torch.tensor([t_cg, t_pw], dtype=torch.float64), op="max").tolist()
-    out = {"cg": t[0] / iters, "power": t[1] / iters, "residual": res}
+    threads = world.allgather_obj(torch.get_num_threads())         # each rank's torch threads
+    out = {"cg": t[0] / iters, "power": t[1] / iters, "residual": res, "threads": max(threads)}
     return out if world.rank == 0 else None
 
 
@@ -115,7 +117,8 @@ def _launch(system: str, n: int, ranks: int, args) -> dict:
     argv = [str(Path(__file__).resolve()), "--child", system, "--n", str(n),
             "--iters", str(args.iters), "--repeat", str(args.repeat)]
     return run_child(argv, ranks, mpi=system != "numpy",
-                     single_thread=("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"), timeout=1800)
+                     single_thread=("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"),
+                     timeout=1800)
 
 
 def main() -> None:
@@ -140,6 +143,10 @@ def main() -> None:
     for n in args.n:
         for p in args.ranks:
             d, q = _launch("dmath", n, p, args), _launch("numpy", n, p, args)
+            # the comparison's premise: one thread per rank against numpy on p threads
+            if d["threads"] != 1 or q["threads"] not in (p, None):
+                raise RuntimeError(f"threads: dmath ranks {d['threads']} (want 1), numpy "
+                                   f"{q['threads']} (want {p})")
             lines.append(f"| {n} | {p} | {d['cg'] * 1e3:.3f} | {q['cg'] * 1e3:.3f} | "
                          f"{q['cg'] / d['cg']:.2f} | {d['power'] * 1e3:.3f} | "
                          f"{q['power'] * 1e3:.3f} | {q['power'] / d['power']:.2f} | "

@@ -86,6 +86,27 @@ def test_gemm_without_a_tune_profile_is_measured(fresh):
     assert kernels.kernel_for(CPU, torch.float64) == "torch"
 
 
+def test_gemv_has_its_own_entry(fresh, monkeypatch):
+    """A matrix-vector product runs the GEMV entry's kernel, and local_gemm's one-column
+    product is the same call (bit for bit), whichever kernel that is."""
+    path, calls = fresh
+    a = torch.randn(37, 53, dtype=torch.float64)
+    x = torch.randn(53, dtype=torch.float64)
+    assert kernels.gemv_kernel_for(CPU, torch.float64) == "blas"     # the fake's choice
+    assert calls == ["gemv float64 large"]
+    assert kernels.gemv_kernel_for(CPU, torch.float16) == "torch"
+    for forced in ("torch", "blas"):
+        monkeypatch.setenv("DMATH_CPU_GEMM", forced)
+        kernels._KERNELS.clear()
+        kernel_choice._MEMO.clear()
+        assert kernels.gemv_kernel_for(CPU, torch.float64) == forced
+        y = kernels.local_gemv(a, x)
+        assert y.shape == (37,)
+        assert torch.equal(kernels.local_gemm(a, x[:, None]), y[:, None]), forced
+        np.testing.assert_allclose(y.numpy(), a.numpy() @ x.numpy(), rtol=1e-12)
+    assert len(calls) == 1
+
+
 def test_a_new_version_measures_again(fresh, monkeypatch):
     path, calls = fresh
     kernel_choice.choice("getrf", torch.float32, 1000)
@@ -121,7 +142,7 @@ def test_the_environment_forces_a_kernel(fresh, monkeypatch):
 
 def test_the_real_measurement_names_a_kernel(tmp_path, monkeypatch):
     monkeypatch.setenv("DMATH_TUNE_FILE", str(tmp_path / "tune.json"))
-    for name in ("gemm float32 large", "potrf float64 small", "getrf float32 small",
+    for name in ("gemm float32 large", "gemv float64 large", "potrf float64 small", "getrf float32 small",
                  "geqrf float64 small", "getrf float64 panel", "geqrf float32 panel"):
         got = kernel_choice.measure(name, repeats=2)
         kinds = kernel_choice.ROUTINES[name.split()[0]]

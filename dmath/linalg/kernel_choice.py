@@ -4,6 +4,7 @@
 routine    kernels                  what is timed (both kernels, same operands)
 =========  =======================  ============================================
 gemm       torch, blas              n x n x n product (``kernels.local_gemm``)
+gemv       torch, blas              n x n matrix times a vector (``kernels.local_gemv``)
 potrf      torch, scipy             Cholesky (``local_lapack.cholesky``)
 getrf      torch, scipy             LU with partial pivoting (square, or a panel)
 geqrf      torch, scipy             QR, R only (square, or a panel)
@@ -45,7 +46,12 @@ once per configuration), and broadcasts it (``runtime.agreed``); an entry
 not in the agreed table runs torch's kernel. In a world of one rank, entries
 are measured as they are first needed.
 
-Forcing: ``DMATH_CPU_GEMM=torch|blas`` and ``DMATH_CPU_LAPACK=torch|scipy``
+GEMV has its own entry: a matrix-vector product reads the matrix once (memory
+bound), so the faster GEMM kernel need not be the faster GEMV (on the 2-core Xeon
+VM, 1024 x 1024 float64, one thread: torch's ``mv`` 291 us, OpenBLAS's GEMV 319 us
+through scipy; GEMM chose torch too there).
+
+Forcing: ``DMATH_CPU_GEMM=torch|blas`` (GEMM and GEMV) and ``DMATH_CPU_LAPACK=torch|scipy``
 (rank 0's environment in a session of several ranks), or
 ``kernels.set_local_kernel`` for GEMM.
 """
@@ -62,7 +68,7 @@ from ..runtime import agreed
 from . import profile
 
 ROUTINES: dict[str, tuple[str, ...]] = {
-    "gemm": ("torch", "blas"), "potrf": ("torch", "scipy"), "getrf": ("torch", "scipy"),
+    "gemm": ("torch", "blas"), "gemv": ("torch", "blas"), "potrf": ("torch", "scipy"), "getrf": ("torch", "scipy"),
     "geqrf": ("torch", "scipy"), "syevd": ("torch", "scipy"), "gesdd": ("torch", "scipy")}
 DTYPES = (torch.float32, torch.float64)
 SMALL = 160                                       # n <= SMALL: the "small" class, measured at SMALL
@@ -72,10 +78,11 @@ PANEL_SHAPE = (1536, 128)                         # where the panel class is mea
 # "large" is measured where the kernels part ways: on the 2-core Xeon VM torch's (MKL) Cholesky
 # wins at 768 (6.3 vs 7.0 ms) and loses from 1024 (24.6 vs 16.2; 2048: 146 vs 100 ms); LU ties
 # at 1536 and loses at 2048-3072 (161 vs 140, 548 vs 397 ms) -- so not at 768
-SIZES = {"gemm": 768, "potrf": 1024, "getrf": 1536, "geqrf": 640, "syevd": 320, "gesdd": 256}
-ENV = {"gemm": "DMATH_CPU_GEMM"} | {r: "DMATH_CPU_LAPACK" for r in ROUTINES if r != "gemm"}
+SIZES = {"gemm": 768, "gemv": 1024, "potrf": 1024, "getrf": 1536, "geqrf": 640, "syevd": 320, "gesdd": 256}
+ENV = {"gemm": "DMATH_CPU_GEMM", "gemv": "DMATH_CPU_GEMM"} | {
+    r: "DMATH_CPU_LAPACK" for r in ROUTINES if r not in ("gemm", "gemv")}
 # measured by rank 0 at init when missing (what runs on several ranks: GEMMs and the panels)
-AT_INIT = [f"gemm {d} large" for d in ("float32", "float64")] + [
+AT_INIT = [f"{r} {d} large" for r in ("gemm", "gemv") for d in ("float32", "float64")] + [
     f"{r} {d} small" for r in ("potrf", "getrf", "geqrf") for d in ("float32", "float64")] + [
     f"{r} {d} panel" for r in PANEL_ROUTINES for d in ("float32", "float64")]
 
@@ -91,7 +98,7 @@ def _dname(dtype: torch.dtype) -> str:
 def size_class(routine: str, n: int | None = None, m: int | None = None) -> str:
     """"small", "panel" or "large" for an m x n problem (n: the smaller side; m the
     larger, None: square; n None: large)."""
-    if routine == "gemm" or n is None:
+    if routine in ("gemm", "gemv") or n is None:
         return "large"
     if (routine in PANEL_ROUTINES and m is not None and n <= PANEL_MAX
             and m >= PANEL_RATIO * max(n, 1)):
@@ -260,6 +267,7 @@ def _clock() -> Callable[[], float]:
 
 # What is timed, filled by the modules that own the kernels (no import upward from here):
 GEMMS: dict = {}     # kernel name -> gemm(a, b, out, alpha, beta, dtype): kernels.py
+GEMVS: dict = {}     # kernel name -> gemv(a, x): kernels.py
 LAPACK: dict = {}    # routine -> run(x, kernel) on a scratch matrix: local_lapack.py
 
 
@@ -309,6 +317,12 @@ def measure(name: str, repeats: int = 4, before: dict | None = None) -> dict:
     fns = {}
     for k in ROUTINES[routine]:
         if not available(k):
+            continue
+        if routine == "gemv":
+            x = a[:, 0].contiguous()
+            fn = lambda _, gemv=GEMVS[k]: gemv(a, x)                            # noqa: E731
+            fn(None)                                                   # warm up
+            secs[k] = _best(fn, lambda: None, 2 * reps + 1)
             continue
         if routine == "gemm":
             c = torch.empty_like(a)

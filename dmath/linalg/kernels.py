@@ -185,6 +185,9 @@ def local_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None
     a: (m, k), b: (k, n), any strides; half inputs with a float32 ``out`` or
     ``dtype`` accumulate in float32 (mixed precision)."""
     dtype = (out.dtype if out is not None else a.dtype) if dtype is None else dtype
+    if b.shape[1] == 1 and out is None and alpha == 1 and a.dtype == dtype == b.dtype \
+            and a.device.type == "cpu" and dtype in _GEMV_DTYPES:
+        return local_gemv(a, b[:, 0]).unsqueeze(1)
     if a.dtype == dtype and a.device.type == "cpu" and kernel_for(a.device, dtype) == "blas":
         return _blas_gemm(a, b, out, alpha, beta)
     if a.is_cuda and torch.float32 in (a.dtype, dtype) and a.dtype not in HALF:
@@ -193,5 +196,40 @@ def local_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None
     return _torch_gemm(a, b, out, alpha, beta, dtype)
 
 
+_GEMV_DTYPES = (torch.float32, torch.float64)
+
+
+def local_gemv(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``a @ x`` (a new vector) for a CPU float32/float64 matrix ``a`` (m, k) and vector
+    ``x`` (k,) of its dtype: what ``local_gemm(a, x[:, None])`` gives (it calls this),
+    so a planned matrix-vector product and the general GEMM agree bit for bit. The
+    kernel's GEMV, never a one-column GEMM (OpenBLAS's GEMM with one column runs ~7x
+    slower than its GEMV; torch's ``mv`` skips ``matmul``'s dispatch)."""
+    if gemv_kernel_for(a.device, a.dtype) == "blas":
+        return _blas_gemv(a, x)
+    return torch.mv(a, x)
+
+
+def _blas_gemv(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return _blas_gemm(a, x.view(-1, 1), None, 1.0, 0.0).view(-1)
+
+
+def gemv_kernel_for(device: torch.device, dtype: torch.dtype) -> str:
+    """Name of the kernel a matrix-vector product of ``dtype`` on ``device`` runs: its own
+    measured entry (``kernel_choice``, "gemv"), or the kernel ``set_local_kernel`` /
+    ``DMATH_CPU_GEMM`` force."""
+    if device.type != "cpu" or dtype not in _GEMV_DTYPES:
+        return "torch"
+    if _FORCED[0] is not None:
+        return _FORCED[0]
+    key = ("gemv", device, dtype, torch.get_num_threads(), profile._mtime(), agreed.is_agreed())
+    k = _KERNELS.get(key)
+    if k is None:
+        k = kernel_choice.choice("gemv", dtype, device=device)
+        k = _KERNELS.put(key, k if k != "blas" or blas_available() else "torch")
+    return k
+
+
+kernel_choice.GEMVS.update(torch=torch.mv, blas=_blas_gemv)
 kernel_choice.GEMMS.update(torch=_torch_gemm,
                            blas=lambda a, b, out, alpha, beta, dtype: _blas_gemm(a, b, out, alpha, beta))

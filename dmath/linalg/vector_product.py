@@ -11,7 +11,15 @@ once per (shapes, layouts, dtypes, grid) whether ``A @ v`` is
 which is what the general GEMM (``gemm_driver``, algorithm ``replicate_b``)
 runs for such operands; the plan then skips the general machinery (matrix
 views, the algorithm's redistributions of C, casts) and calls the same
-kernel, so results are bit-identical. Any other case (A's columns sharded,
+kernel, so results are bit-identical: on CPUs ``kernels.local_gemv`` (the
+measured GEMV kernel), which ``local_gemm`` also runs for a one-column product.
+
+Not done: overlapping the all-gather with the product of A's diagonal block
+(start the gather, multiply the columns this rank holds, then the rest). Two
+GEMVs over column halves of a 512 x 1024 block cost ~30 us more than one
+(170-177 us against 136-147 on the 2-core VM, one thread) while the gather they
+would hide takes ~4 us; and the split sums in another order, so the general
+path would have to split alike to keep the bits. Any other case (A's columns sharded,
 partial sums, mixed dtypes, a wire format) returns None: the general path.
 
 The gathered copy is cached on ``v`` like ``v.redistribute(replicated())``'s
@@ -29,7 +37,7 @@ from ..runtime import caching
 from ..runtime import plans
 from ..runtime.plans import PlanCache
 from ._local import pick_inner
-from .kernels import local_gemm
+from .kernels import local_gemm, local_gemv
 
 _REPLICATED = Layout()
 _FLOATS = (torch.float32, torch.float64)
@@ -38,7 +46,8 @@ _FLOATS = (torch.float32, torch.float64)
 class MatVec:
     """A planned ``A @ v`` (A 2-D, v 1-D; see the module docstring)."""
 
-    __slots__ = ("shape", "layout", "local", "k", "rep", "comm", "counts", "displs")
+    __slots__ = ("shape", "layout", "local", "k", "rep", "comm", "counts", "displs", "cache_key",
+                 "gemv")
 
 
     def __init__(self, A: DArray, v: DArray, product):
@@ -55,12 +64,18 @@ class MatVec:
                 # balanced blocks in the sub-communicator's order (``AllGather``'s)
                 self.counts = [int(c) for c in dim_map(self.k, comm.size, None).sizes]
                 self.displs = list(itertools.accumulate([0] + self.counts[:-1]))
+        self.cache_key = (self.rep, grid)
+        # A's columns are whole (``_plan``): the gathered vector is the GEMV's operand as it
+        # is; CPU float32/64 run ``local_gemv`` (what ``local_gemm`` runs for one column)
+        cpu = A._local.device.type == "cpu" and A._local.dtype in _FLOATS
+        self.gemv = local_gemv if cpu and tuple(self.local) == (A._local.shape[0],) else None
 
     def gather(self, v: DArray) -> torch.Tensor:
         """v's elements, whole, on this rank (cached on ``v`` as its replicated copy)."""
         if self.comm is None:
             return v._local
-        hit = caching.LAYOUTS.get(v, (self.rep, v.grid))
+        key = self.cache_key
+        hit = caching.LAYOUTS.get(v, key)
         if hit is not None:
             return hit._local
         t = v._local
@@ -72,12 +87,14 @@ class MatVec:
             out = self.comm.allgatherv(t, self.counts)
         rep = DArray(out, v.shape, self.rep, v.grid)
         rep._cached = True
-        caching.LAYOUTS.put(v, (self.rep, v.grid), rep, n * item)
+        caching.LAYOUTS.put(v, key, rep, n * item)
         return out
 
     def run(self, A: DArray, v: DArray) -> DArray:
-        x = self.gather(v).view(self.k, 1)
-        y = local_gemm(A._local, pick_inner(x, 0, A, 1))
+        x = self.gather(v)
+        if self.gemv is not None:
+            return DArray(self.gemv(A._local, x), self.shape, self.layout, A.grid)
+        y = local_gemm(A._local, pick_inner(x.view(self.k, 1), 0, A, 1))
         return DArray(y.view(self.local), self.shape, self.layout, A.grid)
 
 

@@ -174,7 +174,7 @@ class Comm:
         n = t.numel() * t.element_size()
         STATS.record("allreduce", n, n)
         if self.size > 1:
-            self.host.allreduce_(t, "sum")
+            self.host.sum_(t)
         return t
 
     def host_allgatherv_into(self, t: torch.Tensor, out: torch.Tensor, counts: Sequence[int],
@@ -186,7 +186,7 @@ class Comm:
                      (sum(counts) - t.numel()) * nbytes)
         if self.size == 1:
             return out.copy_(t.view(-1))
-        self.mpi.Allgatherv(t.numpy(), [out.numpy(), (counts, displs)])
+        self.host.allgatherv_into(t, out, counts, displs)
         return out
 
     def allgatherv(self, t: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:

@@ -135,6 +135,31 @@ class HostMPI(Transport):
         """``op``-reduce contiguous CPU ``t`` over the group into ``t`` itself."""
         self.mpi.Allreduce(MPI.IN_PLACE, _raw(t), op=getattr(MPI, _MPI_OPS[op]))
 
+    def sum_(self, t: torch.Tensor) -> None:
+        """``allreduce_(t, "sum")`` for a contiguous CPU ``t`` (the scalar of an inner
+        product, every step of an iterative method: the buffer by address, no lookups)."""
+        mt = _MPI_TYPES.get(t.dtype)
+        n = t.numel()
+        if mt is None or not n:
+            self.mpi.Allreduce(MPI.IN_PLACE, _np(t), op=MPI.SUM)
+            return
+        self.mpi.Allreduce(MPI.IN_PLACE, [MPI.memory.fromaddress(t.data_ptr(),
+                                                                 n * t.element_size()), n, mt],
+                           op=MPI.SUM)
+
+    def allgatherv_into(self, t: torch.Tensor, out: torch.Tensor, counts: Sequence[int],
+                        displs: Sequence[int]) -> None:
+        """``allgatherv`` of contiguous CPU ``t`` into the contiguous CPU ``out`` (rank i's
+        ``counts[i]`` elements at ``displs[i]``); buffers by address (no numpy views)."""
+        mt = _MPI_TYPES.get(t.dtype)
+        if mt is None or not t.numel():
+            self.mpi.Allgatherv(_np(t), [_np(out), (counts, displs)])
+            return
+        item = t.element_size()
+        send = [MPI.memory.fromaddress(t.data_ptr(), t.numel() * item), t.numel(), mt]
+        recv = MPI.memory.fromaddress(out.data_ptr(), out.numel() * item)
+        self.mpi.Allgatherv(send, [recv, (counts, displs), mt])
+
     def allgatherv(self, t, counts):
         out = self._empty(sum(counts), t)
         self.mpi.Allgatherv(self._buf(t), [self._buf(out), (list(counts), _displs(counts))])
