@@ -21,6 +21,8 @@
 #   bash benchmarks/gpu_session.sh round3c|round3d  # round 3's last figures: GPU (graphs, training,
 #                                          # solvers) | the host's 16 CPU cores (dispatch, eigh/svd,
 #                                          # look-ahead, data-parallel step)
+#   bash benchmarks/gpu_session.sh round3e  # one call: GPU training, then the 16-core data-parallel
+#                                          # step and client-server latency
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
 #                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
 #                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
@@ -162,6 +164,31 @@ case "${1:-tests}" in
     done
     timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 16 --steps 30 \
         2>&1 | tee -a "$OUT/r3d_dp.log" | tail -6
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3e)  # < 560 s, what one late call can hold: training on the GPU (LeNet and ResNet: dmath
+            # with and without graphs, torch eager, torch whole-step graph), then the 16-core
+            # data-parallel step (16 x 8, 4 x 32 images, one torch process with 16 threads) and
+            # client-server latency on the CPUs; carry data/gz, .whl
+    [ -d data/gz/fashion-mnist ] && export DMATH_DATA=data/gz
+    t0=$SECONDS
+    step train
+    timeout 250 python3 benchmarks/train.py --gpu --models lenet,resnet --epochs 2 \
+        --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3e_train.log" | tail -8
+    export DMATH_DEVICE=cpu
+    step "data-parallel step"
+    dmath_cli='import sys; from dmath.cli import main; sys.exit(main(sys.argv[1:]))'
+    for pb in "16 8" "4 32"; do set -- $pb
+      timeout 50 python3 -c "$dmath_cli" run -n $1 benchmarks/train_overhead.py --models lenet --data-parallel \
+          --batch $2 --rounds 5 --steps 20 2>&1 | tee -a "$OUT/r3e_dp.log" | tail -2
+    done
+    timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 16 --steps 30 \
+        2>&1 | tee -a "$OUT/r3e_dp.log" | tail -6
+    timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 8 --threads 1 --steps 50 \
+        2>&1 | tee -a "$OUT/r3e_dp.log" | tail -6
+    step dispatch
+    timeout 80 python3 benchmarks/dispatch.py --ranks 2 --ops "A + 1" "sum(A)" "float(sum(A))" \
+        --no-doc 2>&1 | tee "$OUT/r3e_dispatch.log" | tail -12
     step "done after $((SECONDS - t0)) s"
     ;;
   cpu16final)  # the 16-core host's CPUs after round 3's changes: CG / power iteration vs numpy with
