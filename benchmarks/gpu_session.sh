@@ -44,6 +44,18 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nvidia-smi -L
 python3 -c "import torch, mpi4py; print('torch', torch.__version__, 'mpi4py', mpi4py.__version__)"
 step() { echo "== $1 (${SECONDS}s)"; }
+dp_step() {  # $1: log name. The 16-core data-parallel LeNet step (16 x 8, 4 x 32 images) next
+             # to one torch process with 16 threads
+  local log=$1
+  step "data-parallel step"
+  local dmath_cli='import sys; from dmath.cli import main; sys.exit(main(sys.argv[1:]))'
+  for pb in "16 8" "4 32"; do set -- $pb
+    timeout 50 python3 -c "$dmath_cli" run -n $1 benchmarks/train_overhead.py --models lenet --data-parallel \
+        --batch $2 --rounds 5 --steps 20 2>&1 | tee -a "$OUT/$log" | tail -2
+  done
+  timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 16 --steps 30 \
+      2>&1 | tee -a "$OUT/$log" | tail -6
+}
 graph_checks() {  # $1 s: the captured-step worker (CUDA graphs only; the replay backend is checked
                   # on CPUs) and the NCCL-capture tests side by side, then the host time per replay
   step tests
@@ -156,14 +168,7 @@ case "${1:-tests}" in
       timeout 110 python3 benchmarks/solvers.py --ranks $p --n 4096 --lookahead both --no-openblas \
           --no-single --no-doc 2>&1 | tee "$OUT/r3d_solvers_$p.log" | tail -12
     done
-    step "data-parallel step"
-    dmath_cli='import sys; from dmath.cli import main; sys.exit(main(sys.argv[1:]))'
-    for pb in "16 8" "4 32"; do set -- $pb
-      timeout 40 python3 -c "$dmath_cli" run -n $1 benchmarks/train_overhead.py --models lenet --data-parallel \
-          --batch $2 --rounds 5 --steps 20 2>&1 | tee -a "$OUT/r3d_dp.log" | tail -2
-    done
-    timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 16 --steps 30 \
-        2>&1 | tee -a "$OUT/r3d_dp.log" | tail -6
+    dp_step r3d_dp.log
     step "done after $((SECONDS - t0)) s"
     ;;
   round3e)  # < 560 s, what one late call can hold: training on the GPU (LeNet and ResNet: dmath
@@ -176,14 +181,7 @@ case "${1:-tests}" in
     timeout 250 python3 benchmarks/train.py --gpu --models lenet,resnet --epochs 2 \
         --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3e_train.log" | tail -8
     export DMATH_DEVICE=cpu
-    step "data-parallel step"
-    dmath_cli='import sys; from dmath.cli import main; sys.exit(main(sys.argv[1:]))'
-    for pb in "16 8" "4 32"; do set -- $pb
-      timeout 50 python3 -c "$dmath_cli" run -n $1 benchmarks/train_overhead.py --models lenet --data-parallel \
-          --batch $2 --rounds 5 --steps 20 2>&1 | tee -a "$OUT/r3e_dp.log" | tail -2
-    done
-    timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 16 --steps 30 \
-        2>&1 | tee -a "$OUT/r3e_dp.log" | tail -6
+    dp_step r3e_dp.log
     timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 8 --threads 1 --steps 50 \
         2>&1 | tee -a "$OUT/r3e_dp.log" | tail -6
     step dispatch
