@@ -57,7 +57,7 @@ def main() -> None:
                              (singular, "to_bc", "to block-cyclic"),
                              (bidiagonal, "reduce", "bidiagonal reduce"),
                              (vectors, "rows_bc", "dbdsqr rows"),
-                             (vectors, "rows_bc_many", "dbdsqr rows (U, V)"),
+                             (singular, "bidiagonal_vectors", "bidiagonal vectors (U, V)"),
                              (bidiagonal, "back_p", "back-transform P"),
                              (bidiagonal, "back_q", "back-transform Q")):
         wrap(mod, name, label)

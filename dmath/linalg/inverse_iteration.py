@@ -38,7 +38,7 @@ RESIDUAL = 10.0           # per-vector residual bound, in units of n_blk eps ||T
 class Plan:
     """The blocks, eigenvalues and clusters of the tridiagonal (d, e); the same on every rank."""
 
-    def __init__(self, d: np.ndarray, e: np.ndarray):
+    def __init__(self, d: np.ndarray, e: np.ndarray, gap: float = GAP):
         d = np.ascontiguousarray(d, dtype=np.float64)
         e = np.ascontiguousarray(e, dtype=np.float64)
         n = len(d)
@@ -57,7 +57,7 @@ class Plan:
         for b, (s, t) in enumerate(zip(self.starts, self.stops)):
             w = lapacke.eigvals(d[s:t], e[s:t - 1])
             new = np.ones(len(w), dtype=bool)
-            new[1:] = np.diff(w) > GAP * self.norm
+            new[1:] = np.diff(w) > gap * self.norm
             first = np.flatnonzero(new)
             cl_start.append(s + first)                  # block b's values sit at s .. t-1
             cl_block.append(np.full(len(first), b))

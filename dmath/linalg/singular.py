@@ -6,10 +6,14 @@ QR / LQ panels and GEMMs, four collectives per panel), whose singular values
 LAPACK finds on every rank (``lapacke.band_svdvals``). ``svd``, as pdgesvd:
 
 1. A reduced to upper bidiagonal B = Q^T A P (``bidiagonal.reduce``).
-2. B (O(n), replicated): singular values and vectors by dbdsqr, each rank
-   computing only its share of the rows of B's left and right singular
-   vectors (both in one dbdsqr run per chunk of rows), straight into
-   block-cyclic pieces (``vectors.rows_bc_many``).
+2. B (O(n), replicated): singular values by dbdsqr (dqds); vectors by
+   inverse iteration on B's Golub-Kahan matrix (``golub_kahan``, as LAPACK
+   dbdsvdx), each rank computing only the columns it holds
+   (``vectors.cols_bc_many``). Where that plan is not ok (clusters too large,
+   B numerically singular) or a check fails on some rank: dbdsqr, each rank
+   computing only its share of the *rows* of B's left and right singular
+   vectors (both in one run per chunk of rows, ``vectors.rows_bc_many``).
+   DMATH_SVD_VECTORS=dbdsqr forces the second.
 3. V = P V_B (``bidiagonal.back_p``), U = Q U_B (``back_q``), each from
    its half of A's piece (kept apart before the vectors are built, A's piece
    dropped); both to A's layout, Vh = V^T.
@@ -20,13 +24,16 @@ every rank. One rank: scipy's gesdd (torch's svd on a GPU).
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
 from ..array import DArray, Layout
+from ..runtime import agreed
 from ..runtime.dispatch import command
-from ._bc import LinAlgError, block_size, grid2, one_rank, to_bc, whole
-from . import band, bidiagonal, lapacke, vectors
+from ._bc import BC, LinAlgError, block_size, grid2, one_rank, to_bc, whole
+from . import band, bidiagonal, golub_kahan, lapacke, vectors
 from .eigensolver import check_finite, compute_dtype
 
 
@@ -87,21 +94,9 @@ def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
     d, e, tauq, taup = g.world.bcast_obj((d, e, tauq, taup), 0)
     S = lapacke.bidiag_svd(d, e, np.zeros(0, np.int64), np.zeros(0, np.int64))[0]
     ku = mm if full else nn
-
-    def uv_rows(rows):                                      # [[U_B, 0], [0, I]][ru, :ku], V_B[rv]
-        rv, ru = rows
-        top = ru < nn
-        _, ut, v = lapacke.bidiag_svd(d, e, ru[top], rv)  # one run: both sides' rotations
-        u = np.zeros((len(ru), ku))
-        u[top, :nn] = ut
-        if full:
-            low = np.nonzero(~top)[0]
-            u[low, ru[low]] = 1.0
-        return [v, u]
-
     Kp = bidiagonal.keep_p(M)                               # M's two halves, then
     Kq = bidiagonal.keep_q(M)                               # M's piece goes
-    Vb, Ub = vectors.rows_bc_many(uv_rows, [(nn, nn), (mm, ku)], g, nb, dtype, dev)
+    Vb, Ub = bidiagonal_vectors(d, e, S, mm, ku, g, nb, dtype, dev)
     bidiagonal.back_p(Kp, taup, Vb)                         # V := P V_B
     del Kp
     bidiagonal.back_q(Kq, tauq, Ub)                         # U := Q U_B
@@ -115,6 +110,67 @@ def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
     Vt = DArray(V.local.T, (V.shape[1], V.shape[0]), V.layout.permute((1, 0)), g)
     del V
     return U, Sd, Vt.redistribute(out, a.grid)
+
+
+VECTORS = ("stein", "dbdsqr")
+LAST_VECTORS = [""]         # the method the last distributed svd used for B's vectors (tests)
+
+agreed.register("DMATH_SVD_VECTORS", lambda: os.environ.get("DMATH_SVD_VECTORS", "stein"))
+
+
+def vectors_method() -> str:
+    """The bidiagonal singular vector method: rank 0's DMATH_SVD_VECTORS at ``init``
+    (``runtime.agreed``): ``stein`` (Golub-Kahan inverse iteration), the default, or
+    ``dbdsqr``."""
+    m = str(agreed.get("DMATH_SVD_VECTORS")).strip().lower() or "stein"
+    if m not in VECTORS:
+        raise ValueError(f"svd: DMATH_SVD_VECTORS must be one of {VECTORS}, not {m!r}")
+    return m
+
+
+def bidiagonal_vectors(d: np.ndarray, e: np.ndarray, S: np.ndarray, mm: int, ku: int, g,
+                       nb: int, dtype: torch.dtype, dev) -> list[BC]:
+    """(V_B (n x n), [[U_B, 0], [0, I]] (mm x ku)) of the replicated upper bidiagonal
+    B = U_B diag(S) V_B^T (d, e), n = len(d), as block-cyclic(nb) BCs on the 2-D grid g.
+    Inverse iteration on the Golub-Kahan matrix (``golub_kahan``: each rank its own
+    columns) where its plan is ok and every rank's checks pass (agreed by one
+    collective); else dbdsqr's rows (both sides in one run per chunk)."""
+    nn = len(d)
+    if vectors_method() == "stein":
+        plan = golub_kahan.Plan(d, e, S)
+        if plan.ok:
+            good = [True]
+
+            def uv_cols(cols):                              # V_B[:, cv], [[U_B], [0]] or e_j
+                cv, cu = cols
+                top = cu[cu < nn]
+                js = np.union1d(cv, top)
+                v, u, ok = plan.cols(js)
+                good[0] &= ok
+                out = np.zeros((mm, len(cu)))
+                out[:nn, : len(top)] = u[:, np.searchsorted(js, top)]
+                low = np.flatnonzero(cu >= nn)
+                out[cu[low], low] = 1.0
+                return [v[:, np.searchsorted(js, cv)], out]
+            Vb, Ub = vectors.cols_bc_many(uv_cols, [(nn, nn), (mm, ku)], g, nb, dtype, dev,
+                                          max(1, nb // 2))      # TGK's vectors: 2n rows
+            if all(g.world.allgather_obj(good[0])):
+                LAST_VECTORS[0] = "stein"
+                return [Vb, Ub]
+            del Vb, Ub
+    LAST_VECTORS[0] = "dbdsqr"
+
+    def uv_rows(rows):                                      # [[U_B, 0], [0, I]][ru, :ku], V_B[rv]
+        rv, ru = rows
+        top = ru < nn
+        _, ut, v = lapacke.bidiag_svd(d, e, ru[top], rv)  # one run: both sides' rotations
+        u = np.zeros((len(ru), ku))
+        u[top, :nn] = ut
+        if ku > nn:                                         # full: the identity below
+            low = np.nonzero(~top)[0]
+            u[low, ru[low]] = 1.0
+        return [v, u]
+    return vectors.rows_bc_many(uv_rows, [(nn, nn), (mm, ku)], g, nb, dtype, dev)
 
 
 @command

@@ -96,33 +96,52 @@ def cols_bc(fn: Callable[[np.ndarray], np.ndarray], shape: tuple[int, int], grid
     of neighbouring columns is mostly computed once), each computes its run a chunk of at
     most nb columns at a time, and sends each grid-column peer the rows it holds (one
     all-to-all-v down the grid column per chunk)."""
-    m, k = shape
+    return cols_bc_many(lambda cols: [fn(cols[0])], [shape], grid, nb, dtype, device)[0]
+
+
+def cols_bc_many(fn: Callable[[list], list], shapes: list[tuple[int, int]], grid: Grid, nb: int,
+                 dtype: torch.dtype, device, chunk: int | None = None) -> list[BC]:
+    """``cols_bc`` for several matrices m_t x k_t whose columns one call computes together
+    (the Golub-Kahan vectors: V's and U's column j come from one eigenvector):
+    ``fn([cols_0, cols_1, ...])`` returns [m_t x len(cols_t), ...]. Chunk s of every
+    matrix travels in one all-to-all-v down the grid column; a chunk is at most
+    ``chunk`` (default nb) columns."""
     pr, pc = grid.shape
     myr, myc = grid.coords
-    Z = BC(torch.zeros((0, 0), dtype=dtype, device=device), (m, k), nb, grid)
-    gc = Z.gcols()
-    Z.a = torch.zeros((len(Z.grows()), len(gc)), dtype=dtype, device=device)
-    rows = [dim_map(m, pr, nb).indices(r) for r in range(pr)]
-    mine = np.array_split(gc, pr)                               # the columns each peer computes
-    most = max(len(x) for x in mine)
-    step = max(1, min(nb, most))
+    Zs, rows, mine = [], [], []
+    for m, k in shapes:
+        Z = BC(torch.zeros((0, 0), dtype=dtype, device=device), (m, k), nb, grid)
+        gc = Z.gcols()
+        Z.a = torch.zeros((len(Z.grows()), len(gc)), dtype=dtype, device=device)
+        Zs.append(Z)
+        rows.append([dim_map(m, pr, nb).indices(r) for r in range(pr)])
+        mine.append(np.array_split(gc, pr))                     # the columns each peer computes
+    most = max(len(x) for mi in mine for x in mi)
+    step = max(1, min(chunk or nb, most))
+    T = range(len(shapes))
     for s in range(0, max(most, 1), step):
-        part = [x[s:s + step] for x in mine]
-        cols = part[myr]
-        z = fn(cols) if len(cols) else np.zeros((m, 0))
-        zt = torch.from_numpy(np.ascontiguousarray(z)).to(dtype=dtype, device=device)
+        parts = [[x[s:s + step] for x in mi] for mi in mine]
+        cols = [part[myr] for part in parts]
+        zs = fn(cols) if any(len(c) for c in cols) else [None] * len(shapes)
+        zt = [torch.from_numpy(np.ascontiguousarray(z if len(c) else np.zeros((m, 0))))
+              .to(dtype=dtype, device=device) for z, c, (m, _) in zip(zs, cols, shapes)]
         if pr == 1:
-            got = [zt]
+            got = [[z] for z in zt]
         else:
-            send = torch.cat([zt[Z.index(r)].reshape(-1) for r in rows])
-            flat = Z.col.alltoallv(send, [len(r) * len(cols) for r in rows],
-                                   [len(rows[myr]) * len(x) for x in part])
-            got, o = [], 0
-            for x in part:
-                got.append(flat[o:o + len(rows[myr]) * len(x)].view(len(rows[myr]), len(x)))
-                o += len(rows[myr]) * len(x)
-        for x, t in zip(part, got):
-            if len(x):
-                lc = (x // (nb * pc)) * nb + x % nb
-                Z.a[:, Z.index(lc)] = t
-    return Z
+            send = torch.cat([zt[t][Zs[t].index(rows[t][r])].reshape(-1)
+                              for r in range(pr) for t in T])
+            scounts = [sum(len(rows[t][r]) * len(cols[t]) for t in T) for r in range(pr)]
+            rcounts = [sum(len(rows[t][myr]) * len(parts[t][r]) for t in T) for r in range(pr)]
+            flat = Zs[0].col.alltoallv(send, scounts, rcounts)
+            got, o = [[] for _ in shapes], 0
+            for r in range(pr):
+                for t in T:
+                    h, w = len(rows[t][myr]), len(parts[t][r])
+                    got[t].append(flat[o:o + h * w].view(h, w))
+                    o += h * w
+        for t, Z in enumerate(Zs):
+            for x, z in zip(parts[t], got[t]):
+                if len(x):
+                    lc = (x // (nb * pc)) * nb + x % nb
+                    Z.a[:, Z.index(lc)] = z
+    return Zs

@@ -88,7 +88,8 @@ def general(m: int, n: int, kind: str) -> np.ndarray:
     if kind == "random":
         return rng.standard_normal((m, n))
     k = min(m, n)
-    s = {"graded": np.logspace(0, -12, k), "clustered": np.where(np.arange(k) < k // 2, 1.0, 3.0),
+    small = np.where(np.arange(k) < k - 3, 1.0 + rng.random(k), 1e-5 * (k - np.arange(k)))
+    s = {"graded": np.logspace(0, -12, k), "small": small, "equal": np.ones(k), "clustered": np.where(np.arange(k) < k // 2, 1.0, 3.0),
          "deficient": np.where(np.arange(k) < k // 3, 1.0 + rng.random(k), 0.0)}[kind]
     return orth(m)[:, :k] @ np.diag(s) @ orth(n)[:k]
 
@@ -408,4 +409,71 @@ def vectors_cases() -> int:
 
 
 C.ok(vectors_cases())
+
+
+# --- svd's bidiagonal vector stage: Golub-Kahan inverse iteration (stein) and dbdsqr ---
+# (DMATH_SVD_VECTORS; dmath/linalg/golub_kahan.py). "small": three singular values ~1e-5 form one
+# cluster with their negatives (the Rayleigh-Ritz path); "clustered": two clusters of <= 32 equal
+# values; "deficient" (numerically singular) and "equal" (one cluster, > 32 values) must fall back
+# to dbdsqr; a check failing on one rank too.
+
+def case_svd_vectors(grid, name, lay, m, n, kind, nb, method, expect):
+    from dmath.linalg import singular
+    from dmath.runtime import agreed
+    what = f"svd vectors {method} {grid!r} {name} {m}x{n} {kind} nb={nb}"
+    a = general(m, n, kind)
+    A = dmath.from_numpy(a, lay, grid=grid)
+    K, big, e = min(m, n), max(m, n), eps(torch.float64)
+    with agreed.override("DMATH_SVD_VECTORS", method):
+        for full in (False, True):
+            singular.LAST_VECTORS[0] = ""
+            U, S, Vh = la.svd(A, full_matrices=full, nb=nb)
+            assert singular.LAST_VECTORS[0] == expect, \
+                f"{what}: vectors by {singular.LAST_VECTORS[0]!r}, expected {expect!r}"
+            u, s, vh = host(U), host(S), host(Vh)
+            scaled(n1(a - (u[:, :K] * s) @ vh[:K]), n1(a) * big * e, f"{what} full={full} svd")
+            scaled(n1(u.T @ u - np.eye(u.shape[1])), big * e, f"{what} full={full} U orthogonality")
+            scaled(n1(vh @ vh.T - np.eye(vh.shape[0])), big * e, f"{what} full={full} V orth.")
+    return 6
+
+
+def svd_vectors_cases() -> int:
+    from dmath.linalg import _bc, inverse_iteration
+    from dmath.runtime import agreed
+    done = 0
+    local = _bc.LOCAL_WHEN_ONE_RANK
+    _bc.LOCAL_WHEN_ONE_RANK = False                         # 1 rank: the distributed path too
+    try:
+        cases = (("random", "stein"), ("small", "stein"), ("clustered", "stein"),
+                 ("deficient", "dbdsqr"), ("equal", None))
+        for gi, grid in enumerate(grids()):
+            for li, (name, lay) in enumerate(layouts(grid)[:2]):
+                j = gi + li
+                m, n = ((41, 33), (29, 37), (36, 36))[j % 3]
+                nb = (1, 3, 8, None)[j % 4]
+                for kind, expect in cases:
+                    expect = expect or ("dbdsqr" if min(m, n) > 32 else "stein")
+                    done += case_svd_vectors(grid, name, lay, m, n, kind, nb, "stein", expect)
+                done += case_svd_vectors(grid, name, lay, m, n, "random", nb, "dbdsqr", "dbdsqr")
+        grid = grids()[-1]
+        name, lay = layouts(grid)[0]
+        if rank == 0:                                       # a check failing on one rank only
+            inverse_iteration.RESIDUAL = -1.0
+        try:
+            done += case_svd_vectors(grid, name, lay, 30, 30, "random", 4, "stein", "dbdsqr")
+        finally:
+            inverse_iteration.RESIDUAL = 10.0
+        with agreed.override("DMATH_SVD_VECTORS", "qr"):    # a bad method: ValueError everywhere
+            try:
+                la.svd(dmath.from_numpy(np.eye(4), lay, grid=grid))
+                raise AssertionError("DMATH_SVD_VECTORS=qr did not raise")
+            except ValueError as e:
+                assert "DMATH_SVD_VECTORS" in str(e), str(e)
+                done += 1
+    finally:
+        _bc.LOCAL_WHEN_ONE_RANK = local
+    return done
+
+
+C.ok(svd_vectors_cases())
 C.report()
