@@ -15,7 +15,7 @@ columns it holds) and makes (u, v) from z:
 - a cluster of positive eigenvalues: the even and odd parts are normalised
   *separately*. An error along the mirrored eigenvector (v, -u) of -s only
   unbalances the two parts' norms, so this removes it (dbdsvdx does the same);
-- a cluster that spans zero (singular values below GAP ||B|| / 2, whose +s and
+- a cluster that spans zero (singular values below half the clustering gap, whose +s and
   -s inverse iteration cannot tell apart): Rayleigh-Ritz. The cluster's
   vectors span span{(v_i, +-u_i)}; the leading k left singular vectors of the
   even rows give Q_v = span{v_i}, of the odd rows Q_u = span{u_i}; the k x k
@@ -33,13 +33,6 @@ import numpy as np
 
 from . import inverse_iteration
 
-GAP_N = 1.0               # a cluster: neighbours within min(GAP, GAP_N / 2n) ||TGK||_1
-
-
-def gap(n: int) -> float:
-    """The clustering gap of an n x n bidiagonal's 2n x 2n Golub-Kahan matrix."""
-    return min(inverse_iteration.GAP, GAP_N / max(2 * n, 1))
-
 
 class Plan:
     """The Golub-Kahan problem of the upper bidiagonal (d, e) with singular values S
@@ -53,7 +46,7 @@ class Plan:
         off = np.zeros(max(2 * n - 1, 0))
         off[0::2] = d
         off[1::2] = e
-        self.tgk = inverse_iteration.Plan(np.zeros(2 * n), off, gap(n))
+        self.tgk = inverse_iteration.Plan(np.zeros(2 * n), off)
         col = np.abs(d).copy()
         col[1:] += np.abs(e)
         self.norm = float(col.max()) if n else 0.0                     # ||B||_1

@@ -4,18 +4,20 @@ After the reduction every rank holds the same (d, e). ``Plan`` splits T where
 an off-diagonal is negligible (dstebz's test: e_i^2 <= ulp^2 |d_i d_{i+1}| +
 safemin) into unreduced blocks, finds each block's eigenvalues (dsterf) and
 groups them into *clusters*: runs of one block's ascending eigenvalues whose
-neighbours are at most GAP * ||T||_1 apart. Column j of Z (the j-th smallest
+neighbours are at most ``gap(n)`` ||T||_1 apart (min(1e-3, 1 / n)). Column j of Z (the j-th smallest
 eigenvalue overall) is then computed on its own:
 
     its cluster's vectors by dstein (inverse iteration on the block), then a
-    QR of the cluster's n_blk x c vectors (dstein reorthogonalises only within
-    1e-3 ||T_blk||_1; GAP >= that, so the QR spans all of LAPACK's groups)
+    QR of the cluster's n_blk x c vectors (one call per cluster, so every rank
+    holding a column of it computes the same vectors; dstein's own
+    reorthogonalisation within 1e-3 ||T_blk||_1 also joins neighbouring
+    single-value clusters of one call, which only makes them more orthogonal)
 
 so a rank computes only the columns it holds (``vectors.cols_bc``), O(n) per
 vector, and no rank holds all vectors. Two columns of one cluster computed on
 two ranks come from the same call (one cluster per call, dstein's random start
 reseeded per call), hence fit together; vectors of different clusters are
-orthogonal to eps ||T|| / gap (gap > GAP ||T||) or exactly (different blocks).
+orthogonal to eps ||T|| / gap (gap > gap(n) ||T||) or exactly (different blocks).
 
 Checked per cluster, cheaply: dstein converged (info 0) and each vector's
 residual ||T z - w z||_1 <= RESIDUAL n eps ||T||_1. ``ok`` is False (and
@@ -31,17 +33,27 @@ from scipy.linalg.lapack import dstein
 from . import lapacke
 
 MAX_CLUSTER = 32          # larger cluster -> dbdsqr instead
-GAP = 1e-3                # cluster: neighbours within GAP * ||T||_1 (dstein's own ORTOL is 1e-3)
+GAP = 1e-3                # cluster: neighbours within gap(n) * ||T||_1 (dstein's own ORTOL is 1e-3)
+GAP_N = 1.0
 RESIDUAL = 10.0           # per-vector residual bound, in units of n_blk eps ||T||_1
+
+
+def gap(n: int) -> float:
+    """The clustering distance of an n x n tridiagonal, in units of ||T||_1: min(GAP,
+    GAP_N / n). A fixed 1e-3 chains the values of a random matrix into clusters > 32 from
+    n ~ 4096 on (their spacing is ~ ||T|| / n); vectors of different clusters are
+    orthogonal to ~eps / gap = n eps (GAP_N = 1), what the tests allow."""
+    return min(GAP, GAP_N / max(n, 1))
 
 
 class Plan:
     """The blocks, eigenvalues and clusters of the tridiagonal (d, e); the same on every rank."""
 
-    def __init__(self, d: np.ndarray, e: np.ndarray, gap: float = GAP):
+    def __init__(self, d: np.ndarray, e: np.ndarray):
         d = np.ascontiguousarray(d, dtype=np.float64)
         e = np.ascontiguousarray(e, dtype=np.float64)
         n = len(d)
+        close = gap(n)
         self.n, self.d, self.e = n, d, e
         ulp = np.finfo(np.float64).eps
         split = e * e <= ulp * ulp * np.abs(d[:-1] * d[1:]) + np.finfo(np.float64).tiny
@@ -57,7 +69,7 @@ class Plan:
         for b, (s, t) in enumerate(zip(self.starts, self.stops)):
             w = lapacke.eigvals(d[s:t], e[s:t - 1])
             new = np.ones(len(w), dtype=bool)
-            new[1:] = np.diff(w) > gap * self.norm
+            new[1:] = np.diff(w) > close * self.norm
             first = np.flatnonzero(new)
             cl_start.append(s + first)                  # block b's values sit at s .. t-1
             cl_block.append(np.full(len(first), b))
