@@ -23,6 +23,8 @@
 #                                          # look-ahead, data-parallel step)
 #   bash benchmarks/gpu_session.sh round3e  # one call: GPU training, then the 16-core data-parallel
 #                                          # step and client-server latency
+#   bash benchmarks/gpu_session.sh round3f  # one call: CUDA capture tests, GPU solvers, eigh/svd on 16
+#                                          # and 4 CPU ranks vs scipy threads and ScaLAPACK
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
 #                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
 #                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
@@ -169,6 +171,23 @@ case "${1:-tests}" in
           --no-single --no-doc 2>&1 | tee "$OUT/r3d_solvers_$p.log" | tail -12
     done
     dp_step r3d_dp.log
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3f)  # < 560 s: the captured-step and NCCL-capture tests on CUDA (after per-graph StepValues),
+            # solvers on the GPU, then eigh/svd on 16 and 4 of the host's CPU cores vs scipy with
+            # as many threads and ScaLAPACK (carry .venv/scalapack/debs, .whl)
+    t0=$SECONDS
+    graph_checks 120
+    step solvers
+    timeout 70 python3 benchmarks/solvers.py --gpu --n 4096 --spectral-n 2048 --repeats 2 2>&1 \
+        | tee "$OUT/r3f_solvers_gpu.log" | tail -10
+    export DMATH_DEVICE=cpu
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    for p in 16 4; do
+      step "spectral, $p ranks"
+      timeout 140 python3 benchmarks/solvers.py --spectral --ranks $p --sizes 2048 --nb 64 --repeats 1 \
+          2>&1 | tee "$OUT/r3f_spectral_$p.log" | tail -10
+    done
     step "done after $((SECONDS - t0)) s"
     ;;
   round3e)  # < 560 s, what one late call can hold: training on the GPU (LeNet and ResNet: dmath
