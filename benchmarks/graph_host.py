@@ -174,13 +174,12 @@ def dmath_rows(name: str, args, dev) -> dict:
     return out
 
 
-def torch_rows(name: str, args, dev) -> dict:
-    """benchmarks/train.py's whole-step CUDA graph, its loop body timed."""
+def torch_capture(name: str, B: int, n: int, dev):
+    """benchmarks/train.py's whole-step CUDA graph of ``name`` at batch B over n synthetic
+    samples: (graph, xs, ys, perm, lr, xb, yb, loss), xb / yb its static batch buffers."""
     import torch.nn.functional as F
     torch.manual_seed(0)
-    B = args.batch
     model = torch_model(name).to(dev)
-    n = B * (args.steps + 16)
     xs = torch.randn(n, 1, 28, 28, device=dev)
     ys = torch.randint(0, 10, (n,), device=dev)
     perm = torch.randperm(n, device=dev)
@@ -207,6 +206,14 @@ def torch_rows(name: str, args, dev) -> dict:
         loss.backward()
         opt.step()
     graph.replay()
+    return graph, xs, ys, perm, lr, xb, yb, loss
+
+
+def torch_rows(name: str, args, dev) -> dict:
+    """benchmarks/train.py's whole-step CUDA graph, its loop body timed."""
+    B = args.batch
+    n = B * (args.steps + 16)
+    graph, xs, ys, perm, lr, xb, yb, loss = torch_capture(name, B, n, dev)
     state = {"s": 0, "replay": graph.replay}
     kept = []
 
