@@ -370,9 +370,28 @@ def case_vectors(grid, name, lay, n, dtype, kind, nb, method, expect):
     return 4
 
 
-def vectors_cases() -> int:
-    from dmath.linalg import _bc, inverse_iteration
+def fallbacks(case, setting: str, call) -> int:
+    """``case()`` with inverse iteration's residual check failing on rank 0 only (it must fall
+    back to dbdsqr everywhere), then ``call()`` with ``setting`` = "qr": ValueError on every rank."""
+    from dmath.linalg import inverse_iteration
     from dmath.runtime import agreed
+    if rank == 0:
+        inverse_iteration.RESIDUAL = -1.0
+    try:
+        done = case()
+    finally:
+        inverse_iteration.RESIDUAL = 10.0
+    with agreed.override(setting, "qr"):
+        try:
+            call()
+            raise AssertionError(f"{setting}=qr did not raise")
+        except ValueError as e:
+            assert setting in str(e), str(e)
+    return done + 1
+
+
+def vectors_cases() -> int:
+    from dmath.linalg import _bc
     done = 0
     local = _bc.LOCAL_WHEN_ONE_RANK
     _bc.LOCAL_WHEN_ONE_RANK = False                         # 1 rank: the distributed path too
@@ -390,19 +409,9 @@ def vectors_cases() -> int:
         grid = grids()[-1]
         name, lay = layouts(grid)[0]
         done += case_vectors(grid, name, lay, 70, torch.float64, "equal", 8, "stein", "dbdsqr")
-        if rank == 0:                                       # a check failing on one rank only
-            inverse_iteration.RESIDUAL = -1.0
-        try:
-            done += case_vectors(grid, name, lay, 30, torch.float64, "glued", 4, "stein", "dbdsqr")
-        finally:
-            inverse_iteration.RESIDUAL = 10.0
-        with agreed.override("DMATH_EIGH_VECTORS", "qr"):   # a bad method: ValueError everywhere
-            try:
-                la.eigh(dmath.from_numpy(np.eye(4), lay, grid=grid))
-                raise AssertionError("DMATH_EIGH_VECTORS=qr did not raise")
-            except ValueError as e:
-                assert "DMATH_EIGH_VECTORS" in str(e), str(e)
-                done += 1
+        done += fallbacks(
+            lambda: case_vectors(grid, name, lay, 30, torch.float64, "glued", 4, "stein", "dbdsqr"),
+            "DMATH_EIGH_VECTORS", lambda: la.eigh(dmath.from_numpy(np.eye(4), lay, grid=grid)))
     finally:
         _bc.LOCAL_WHEN_ONE_RANK = local
     return done
@@ -438,8 +447,7 @@ def case_svd_vectors(grid, name, lay, m, n, kind, nb, method, expect):
 
 
 def svd_vectors_cases() -> int:
-    from dmath.linalg import _bc, inverse_iteration
-    from dmath.runtime import agreed
+    from dmath.linalg import _bc
     done = 0
     local = _bc.LOCAL_WHEN_ONE_RANK
     _bc.LOCAL_WHEN_ONE_RANK = False                         # 1 rank: the distributed path too
@@ -457,19 +465,9 @@ def svd_vectors_cases() -> int:
                 done += case_svd_vectors(grid, name, lay, m, n, "random", nb, "dbdsqr", "dbdsqr")
         grid = grids()[-1]
         name, lay = layouts(grid)[0]
-        if rank == 0:                                       # a check failing on one rank only
-            inverse_iteration.RESIDUAL = -1.0
-        try:
-            done += case_svd_vectors(grid, name, lay, 30, 30, "random", 4, "stein", "dbdsqr")
-        finally:
-            inverse_iteration.RESIDUAL = 10.0
-        with agreed.override("DMATH_SVD_VECTORS", "qr"):    # a bad method: ValueError everywhere
-            try:
-                la.svd(dmath.from_numpy(np.eye(4), lay, grid=grid))
-                raise AssertionError("DMATH_SVD_VECTORS=qr did not raise")
-            except ValueError as e:
-                assert "DMATH_SVD_VECTORS" in str(e), str(e)
-                done += 1
+        done += fallbacks(
+            lambda: case_svd_vectors(grid, name, lay, 30, 30, "random", 4, "stein", "dbdsqr"),
+            "DMATH_SVD_VECTORS", lambda: la.svd(dmath.from_numpy(np.eye(4), lay, grid=grid)))
     finally:
         _bc.LOCAL_WHEN_ONE_RANK = local
     return done
