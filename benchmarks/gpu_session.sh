@@ -25,6 +25,8 @@
 #                                          # step and client-server latency
 #   bash benchmarks/gpu_session.sh round3f  # one call: CUDA capture tests, GPU solvers, eigh/svd on 16
 #                                          # and 4 CPU ranks vs scipy threads and ScaLAPACK
+#   bash benchmarks/gpu_session.sh round3g  # GPU kernels per replayed step (step_kernels.py), eigh/svd
+#                                          # phases on 16 and 4 CPU ranks (spectral_phases.py)
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
 #                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
 #                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
@@ -188,6 +190,20 @@ case "${1:-tests}" in
       timeout 140 python3 benchmarks/solvers.py --spectral --ranks $p --sizes 2048 --nb 64 --repeats 1 \
           2>&1 | tee "$OUT/r3f_spectral_$p.log" | tail -10
     done
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3g)  # < 300 s: the GPU kernels inside a replayed step (dmath vs torch's whole-step graph),
+            # then where eigh / svd spend their time on 16 and 4 of the host's CPU cores
+    t0=$SECONDS
+    step kernels
+    timeout 120 python3 benchmarks/step_kernels.py --models lenet,resnet --replays 50 --top 30 2>&1 \
+        | tee "$OUT/r3g_kernels.log" | grep -v "^| " | tail -6
+    export DMATH_DEVICE=cpu OMP_NUM_THREADS=1
+    for p in 16 4; do for r in eigh svd; do
+      step "phases, $r, $p ranks"
+      timeout 60 mpiexec -n $p --bind-to none python3 -m mpi4py benchmarks/spectral_phases.py \
+          --routine $r --n 2048 --repeats 1 2>&1 | tee "$OUT/r3g_phases_${r}_$p.log" | tail -9
+    done; done
     step "done after $((SECONDS - t0)) s"
     ;;
   round3e)  # < 560 s, what one late call can hold: training on the GPU (LeNet and ResNet: dmath
