@@ -143,13 +143,13 @@ def bidiagonal_vectors(d: np.ndarray, e: np.ndarray, S: np.ndarray, mm: int, ku:
 
             def uv_cols(cols):                              # V_B[:, cv], [[U_B], [0]] or e_j
                 cv, cu = cols
-                top = cu[cu < nn]
-                js = np.union1d(cv, top)
+                top = cu < nn
+                js = np.union1d(cv, cu[top])
                 v, u, ok = plan.cols(js)
                 good[0] &= ok
                 out = np.zeros((mm, len(cu)))
-                out[:nn, : len(top)] = u[:, np.searchsorted(js, top)]
-                low = np.flatnonzero(cu >= nn)
+                out[:nn, top] = u[:, np.searchsorted(js, cu[top])]
+                low = np.flatnonzero(~top)
                 out[cu[low], low] = 1.0
                 return [v[:, np.searchsorted(js, cv)], out]
             Vb, Ub = vectors.cols_bc_many(uv_cols, [(nn, nn), (mm, ku)], g, nb, dtype, dev,
