@@ -27,6 +27,7 @@
 #                                          # and 4 CPU ranks vs scipy threads and ScaLAPACK
 #   bash benchmarks/gpu_session.sh round3g  # GPU kernels per replayed step (step_kernels.py), eigh/svd
 #                                          # phases on 16 and 4 CPU ranks (spectral_phases.py)
+#   bash benchmarks/gpu_session.sh round3h  # CUDA capture tests, graph_host.py, LeNet replay kernels
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
 #                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
 #                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
@@ -204,6 +205,15 @@ case "${1:-tests}" in
       timeout 60 mpiexec -n $p --bind-to none python3 -m mpi4py benchmarks/spectral_phases.py \
           --routine $r --n 2048 --repeats 1 2>&1 | tee "$OUT/r3g_phases_${r}_$p.log" | tail -9
     done; done
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3h)  # < 250 s: the captured-step tests on CUDA, host time and replay (graph_host.py), the
+            # kernels inside a LeNet replay (step_kernels.py)
+    t0=$SECONDS
+    graph_checks 120
+    step kernels
+    timeout 90 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 40 2>&1 \
+        | tee "$OUT/r3h_kernels.log" | grep -v "^| " | tail -4
     step "done after $((SECONDS - t0)) s"
     ;;
   round3e)  # < 560 s, what one late call can hold: training on the GPU (LeNet and ResNet: dmath

@@ -9,7 +9,9 @@ from then on: one launch a step, no Python per layer.
 What a replay must not miss (``runtime.capture``):
 
 * numbers that change from step to step (learning rate, Adam's bias
-  corrections, the dropout streams) are read from device memory
+  corrections, the dropout streams: each draw's key computed on the host,
+  ``random.draw_keys``, for as many draws as the eager step before the
+  capture made) are read from device memory
   (``StepValues``, one per graph, as many slots as its step names: two per
   micro-batch of a resident epoch, so any gradient accumulation fits),
   written before each replay;
@@ -169,6 +171,7 @@ class _Graph:
         self.sources = sources          # per micro-batch: None (copied in) or (xs, ys) gathered
         self.gen = gen                  # (nn.edits(), optimizer revision) its arrays are of
         self.rng_calls = 0
+        self.keyed = 0                  # its first draws whose keys the host writes
         self.stepped: list[bool] = []                   # which parameters the step updates
         self.key: tuple | None = None
         self.values: capture.StepValues | None = None   # the numbers its replays read
@@ -246,6 +249,8 @@ class StepGraphs:
         self._model_key: tuple = (None, None)     # (nn.edits() when made, _settings(model))
         self._last: _Graph | None = None          # the graph of the last step (checked first)
         self.captures = 0                         # graphs recorded (a count for the tests)
+        self.draws = 0                            # random draws of the last eager step
+        self._eager_from: int | None = None       # the stream before an eager step, if one ran
 
     def step(self, batches: list[tuple[DArray, DArray]], copy_stats: bool = False
              ) -> list | None:
@@ -266,15 +271,21 @@ class StepGraphs:
         if numbers is None:
             return None
         numbers.update(_random.step_values())
+        if self._eager_from is not None:         # the draws of the eager step before this one
+            self.draws = numbers["rng.stream"] - self._eager_from
+            self._eager_from = None
         g = self._last
         if g is None or g.gen[0] != edits() or g.gen[1] != opt.revision \
                 or not g.pieces_valid() or not g.takes(batches, numbers):
             g = self._find(batches, numbers)
             if g is None or isinstance(g, list):
+                if g is None:
+                    self._eager_from = numbers["rng.stream"]
                 if copy_stats and g is not None:
                     g = tr.stats_of([s.t for s in g], copy=True)
                 return g                     # eager (warm-up / no graph), or a capture's stats
         numbers["stats.row"] = g.row
+        numbers.update(_random.draw_keys(numbers, g.keyed))
         if g.dst:
             self._feed(g, batches)
         g.values.write(numbers)
@@ -332,6 +343,8 @@ class StepGraphs:
         if not g.takes(batches, numbers):          # (puts the gathered batches' rows in)
             raise RuntimeError("StepGraphs: a new graph does not take its own batch")
         numbers["stats.row"] = g.row
+        g.keyed = self.draws                # its draws' keys come from the host (as in warm-up)
+        numbers.update(_random.draw_keys(numbers, g.keyed))
         # its own step values, a slot for every number it names (any accumulation fits)
         g.values = capture.StepValues(batches[0][0].local.device, slots=len(numbers))
         self._feed(g, batches)

@@ -96,6 +96,9 @@ for backend in BACKENDS:
         assert tr.graphs.failed is None and len(tr.graphs.graphs) == shapes, \
             (what, tr.graphs.failed, len(tr.graphs.graphs))
         assert tr.graphs.captures == shapes, (what, tr.graphs.captures)   # each once
+        if model == "lenet":           # dropout: every draw's key written by the host
+            assert all(g.keyed == g.rng_calls > 0 for g in tr.graphs.graphs.values()), \
+                (what, [(g.keyed, g.rng_calls) for g in tr.graphs.graphs.values()])
         same(a, b, tol, what + " losses")
         same(ea, eb, tol, what + " evaluation")
         for p, q in zip(params(ref), params(tr)):
