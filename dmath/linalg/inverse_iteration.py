@@ -49,7 +49,10 @@ def gap(n: int) -> float:
 class Plan:
     """The blocks, eigenvalues and clusters of the tridiagonal (d, e); the same on every rank."""
 
-    def __init__(self, d: np.ndarray, e: np.ndarray):
+    def __init__(self, d: np.ndarray, e: np.ndarray, values: np.ndarray | None = None):
+        """``values``: T's eigenvalues, ascending, if the caller knows them (the
+        Golub-Kahan matrix's: +-dbdsqr's singular values); used when T does not split
+        (else each block's come from dsterf)."""
         d = np.ascontiguousarray(d, dtype=np.float64)
         e = np.ascontiguousarray(e, dtype=np.float64)
         n = len(d)
@@ -67,7 +70,8 @@ class Plan:
         self.norm = float(col.max()) if n else 0.0                      # ||T||_1
         vals, cl_start, cl_block = [], [], []
         for b, (s, t) in enumerate(zip(self.starts, self.stops)):
-            w = lapacke.eigvals(d[s:t], e[s:t - 1])
+            w = (np.asarray(values, dtype=np.float64) if values is not None and len(cut) == 0
+                 else lapacke.eigvals(d[s:t], e[s:t - 1]))
             new = np.ones(len(w), dtype=bool)
             new[1:] = np.diff(w) > close * self.norm
             first = np.flatnonzero(new)
