@@ -344,6 +344,10 @@ def test_blocked_lu_matches_lapack(dtype, monkeypatch):
                 assert np.array_equal(piv, ref_piv), (m, n)
                 assert np.allclose(lu, ref_lu, atol=tol * n)
             x = keep
+        if m == n:                             # lu_solve on the row-major LU as it is
+            b = torch.randn(n, 3, generator=g, dtype=torch.float64).to(dtype)
+            X = local_lapack.lu_solve(LU, piv, b)
+            assert torch.allclose(keep @ X, b, atol=tol * 1e3 * n), (m, n)
     # a column-major input takes scipy's getrf (no transpose needed): LU column-major
     f = torch.randn(50, 50, generator=g, dtype=dtype).T
     LU, piv, _ = local_lapack.lu_factor(f, kernel="blocked")

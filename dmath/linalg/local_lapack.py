@@ -138,6 +138,20 @@ def lu_factor(t: torch.Tensor, *, kernel: str | None = None,
     return f, piv, info
 
 
+def lu_solve(LU: torch.Tensor, piv: np.ndarray, B: torch.Tensor) -> torch.Tensor:
+    """X with A X = B (B (n, k)) from ``lu_factor``'s (LU, piv): torch's lu_solve on a
+    column-major LU; on a row-major one (the "blocked" kernel's) the row swaps and two
+    triangular solves on LU as it is (torch's lu_solve would first copy it column-major:
+    n = 2048, k = 4: 23.6 against 3.3 ms; k = n: 291 against 293 ms)."""
+    n = LU.shape[0]
+    if LU.stride(0) == 1 or LU.stride(1) != 1 or n <= 1:
+        pv = torch.from_numpy(piv + 1).to(device=LU.device, dtype=torch.int32)
+        return torch.linalg.lu_solve(LU, pv, B)
+    perm = torch.from_numpy(rowmajor_lu.swaps_to_perm(piv, n)).to(LU.device)
+    Y = torch.linalg.solve_triangular(LU, B[perm], upper=False, unitriangular=True)
+    return torch.linalg.solve_triangular(LU, Y, upper=True)
+
+
 # -- QR -------------------------------------------------------------------------------------
 def geqrf(t: torch.Tensor, *, kernel: str | None = None,
           overwrite: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
