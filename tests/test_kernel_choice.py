@@ -145,7 +145,7 @@ def test_the_real_measurement_names_a_kernel(tmp_path, monkeypatch):
     for name in ("gemm float32 large", "gemv float64 large", "potrf float64 small", "getrf float32 small",
                  "geqrf float64 small", "getrf float64 panel", "geqrf float32 panel"):
         got = kernel_choice.measure(name, repeats=2)
-        kinds = kernel_choice.ROUTINES[name.split()[0]]
+        kinds = kernel_choice.kernels(name)
         assert got["choice"] in kinds and set(got["seconds"]) == set(kinds)
         fastest = min(got["seconds"], key=got["seconds"].get)
         assert got["choice"] == (kinds[0] if got["uncertain"] else fastest)
@@ -314,6 +314,47 @@ def test_singular_and_indefinite_inputs_report_info():
         z = torch.zeros(3, 3, dtype=torch.float64)
         z[0, 0] = 1.0
         assert local_lapack.lu_factor(z, kernel=kernel)[2] == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_blocked_lu_matches_lapack(dtype, monkeypatch):
+    """getrf's "blocked" kernel (rowmajor_lu): LAPACK's pivots and P A = L U, in place on
+    row-major storage, on shapes around the panel width (wide, tall, a last short panel)."""
+    from dmath.linalg import rowmajor_lu
+    monkeypatch.setattr(rowmajor_lu, "NB", 32)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    g = torch.Generator().manual_seed(3)
+    for m, n in ((1, 1), (40, 40), (100, 100), (100, 71), (71, 100), (33, 97), (130, 31)):
+        a = torch.randn(m, n, generator=g, dtype=torch.float64)
+        x = a.to(dtype)
+        for overwrite in (False, True):
+            keep = x.clone()
+            LU, piv, info = local_lapack.lu_factor(x, kernel="blocked", overwrite=overwrite)
+            assert LU.shape == (m, n) and info == 0 and piv.dtype == np.int64
+            assert LU.is_contiguous() and (LU.data_ptr() == x.data_ptr()) == overwrite
+            if not overwrite:
+                assert torch.equal(x, keep)
+            K = min(m, n)
+            lu = LU.double().numpy()
+            low, up = np.tril(lu, -1)[:, :K] + np.eye(m, K), np.triu(lu)[:K]
+            perm = rowmajor_lu.swaps_to_perm(piv, m)
+            assert np.allclose(low @ up, keep.double().numpy()[perm], atol=tol * 10 * n), (m, n)
+            if dtype == torch.float64:
+                ref_lu, ref_piv, _ = sl.lapack.dgetrf(keep.numpy())
+                assert np.array_equal(piv, ref_piv), (m, n)
+                assert np.allclose(lu, ref_lu, atol=tol * n)
+            x = keep
+        if m == n:                             # lu_solve on the row-major LU as it is
+            b = torch.randn(n, 3, generator=g, dtype=torch.float64).to(dtype)
+            X = local_lapack.lu_solve(LU, piv, b)
+            assert torch.allclose(keep @ X, b, atol=tol * 1e3 * n), (m, n)
+    # a column-major input takes scipy's getrf (no transpose needed): LU column-major
+    f = torch.randn(50, 50, generator=g, dtype=dtype).T
+    LU, piv, _ = local_lapack.lu_factor(f, kernel="blocked")
+    assert LU.stride(0) == 1
+    z = torch.eye(90, dtype=dtype)
+    z[70, 70] = 0.0                            # the first zero pivot in a later panel
+    assert local_lapack.lu_factor(z, kernel="blocked")[2] == 71
 
 
 def test_transpose_in_place():

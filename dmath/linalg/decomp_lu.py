@@ -32,16 +32,7 @@ from ._async import ibcast
 from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
                   vector_in, vector_out, whole)
 from .lookahead import pipeline
-
-
-def swaps_to_perm(piv: np.ndarray, m: int) -> np.ndarray:
-    """Row permutation (new row i = old row perm[i]) of LAPACK-style swaps
-    ``piv`` (0-based: row i swapped with row piv[i], in order)."""
-    perm = np.arange(m)
-    for i, p in enumerate(piv):
-        if p != i:
-            perm[i], perm[p] = perm[p], perm[i]
-    return perm
+from .rowmajor_lu import swaps_to_perm
 
 
 def factor(M: BC) -> tuple[np.ndarray, int]:

@@ -6,7 +6,8 @@ routine    kernels                  what is timed (both kernels, same operands)
 gemm       torch, blas              n x n x n product (``kernels.local_gemm``)
 gemv       torch, blas              n x n matrix times a vector (``kernels.local_gemv``)
 potrf      torch, scipy             Cholesky (``local_lapack.cholesky``)
-getrf      torch, scipy             LU with partial pivoting (square, or a panel)
+getrf      torch, scipy, blocked    LU with partial pivoting (square, or a panel;
+                                    blocked: ``rowmajor_lu``, large only)
 geqrf      torch, scipy             QR, R only (square, or a panel)
 syevd      torch, scipy             symmetric eigenvalues and vectors
 gesdd      torch, scipy             singular values and vectors
@@ -68,7 +69,7 @@ from ..runtime import agreed
 from . import profile
 
 ROUTINES: dict[str, tuple[str, ...]] = {
-    "gemm": ("torch", "blas"), "gemv": ("torch", "blas"), "potrf": ("torch", "scipy"), "getrf": ("torch", "scipy"),
+    "gemm": ("torch", "blas"), "gemv": ("torch", "blas"), "potrf": ("torch", "scipy"), "getrf": ("torch", "scipy", "blocked"),
     "geqrf": ("torch", "scipy"), "syevd": ("torch", "scipy"), "gesdd": ("torch", "scipy")}
 DTYPES = (torch.float32, torch.float64)
 SMALL = 160                                       # n <= SMALL: the "small" class, measured at SMALL
@@ -86,6 +87,7 @@ AT_INIT = [f"{r} {d} large" for r in ("gemm", "gemv") for d in ("float32", "floa
     f"{r} {d} small" for r in ("potrf", "getrf", "geqrf") for d in ("float32", "float64")] + [
     f"{r} {d} panel" for r in PANEL_ROUTINES for d in ("float32", "float64")]
 
+LARGE_ONLY = ("blocked",)                         # kernels measured for the large class only
 MARGIN = 0.05        # minima closer than this (relative): a tie, the default kernel kept
 RECHECKS = 3         # measurements an uncertain entry gets (one per process that needs it)
 _MEMO: dict = {}                                  # (key(), entry) -> kernel, this process
@@ -120,6 +122,13 @@ def key(threads: int | None = None) -> str:
     except ImportError:
         sv = "none"
     return f"kernels|{profile.fingerprint(torch.device('cpu'), threads)}|scipy {sv}"
+
+
+def kernels(name: str) -> tuple[str, ...]:
+    """The kernels entry ``name`` chooses among: getrf's "blocked" (a loop over panels that
+    getrf factors) only for the large class."""
+    routine, _, cls = name.split()
+    return tuple(k for k in ROUTINES[routine] if k not in LARGE_ONLY or cls == "large")
 
 
 def forced(routine: str) -> str | None:
@@ -204,10 +213,13 @@ def _write_file(found: dict) -> None:
         pass
 
 
-def _settled(e: dict, routine: str) -> bool:
-    """A cached entry to use as it is: a valid choice, and not an uncertain one that may be
-    measured again (entries written before measurements were judged count as certain)."""
-    return e.get("choice") in ROUTINES[routine] and not (
+def _settled(e: dict, name: str) -> bool:
+    """A cached entry to use as it is: a valid choice, every kernel of ``kernels(name)``
+    timed (a kernel added later is measured), and not an uncertain one that may be measured
+    again (entries written before measurements were judged count as certain)."""
+    timed = e.get("seconds")
+    return e.get("choice") in kernels(name) and not (
+        isinstance(timed, dict) and not set(kernels(name)) <= set(timed)) and not (
         e.get("uncertain") and int(e.get("measured", 1)) < RECHECKS)
 
 
@@ -221,7 +233,7 @@ def table(entries: list[str]) -> dict[str, str]:
         f = forced(name.split()[0])
         if f is not None:
             out[name] = f
-        elif name in cached and _settled(cached[name], name.split()[0]):
+        elif name in cached and _settled(cached[name], name):
             out[name] = cached[name]["choice"]
         else:
             todo.append(name)
@@ -281,8 +293,9 @@ def _timed(run: Callable[[], object], prep: Callable[[], object], clock) -> floa
 def judge(routine: str, times: dict[str, list[float]], before: dict | None = None) -> dict:
     """The entry for ``times`` (kernel -> the repeats' seconds): each kernel's minimum (merged
     with ``before``'s stored minima), the spread (largest median / minimum - 1 of a
-    kernel's repeats), the margin (slower minimum / faster - 1) and the choice: the faster,
-    or the default (torch's) when the margin is under MARGIN or under the spread."""
+    kernel's repeats), the margin (the runner-up's minimum / the fastest's - 1) and the
+    choice: the fastest, or when the margin is under MARGIN or under the spread, of the two
+    fastest the one ROUTINES lists first (of two kernels: the default, torch's)."""
     best = {k: min(v) for k, v in times.items()}
     measured = 1
     if before and isinstance(before.get("seconds"), dict):
@@ -292,10 +305,13 @@ def judge(routine: str, times: dict[str, list[float]], before: dict | None = Non
         measured += int(before.get("measured", 1))
     spread = max((sorted(v)[(len(v) - 1) // 2] / max(min(v), 1e-12) - 1.0 for v in times.values()),
                  default=0.0)
-    fast = min(best, key=best.get)
-    margin = (max(best.values()) / max(best[fast], 1e-12) - 1.0) if len(best) > 1 else float("inf")
+    ranked = sorted(best, key=best.get)
+    fast = ranked[0]
+    margin = (best[ranked[1]] / max(best[fast], 1e-12) - 1.0) if len(best) > 1 else float("inf")
     uncertain = len(best) > 1 and (margin < MARGIN or margin < spread)
-    return {"choice": ROUTINES[routine][0] if uncertain else fast, "seconds": best,
+    if uncertain:                   # of the two fastest, the one listed first (torch's: default)
+        fast = min(ranked[:2], key=ROUTINES[routine].index)
+    return {"choice": fast, "seconds": best,
             "spread": round(spread, 4), "margin": round(min(margin, 1e6), 4),
             "uncertain": uncertain, "measured": measured}
 
@@ -315,7 +331,7 @@ def measure(name: str, repeats: int = 4, before: dict | None = None) -> dict:
     a = a.to(dtype)
     reps = repeats if routine not in ("syevd", "gesdd") else max(2, repeats - 1)
     fns = {}
-    for k in ROUTINES[routine]:
+    for k in kernels(name):
         if not available(k):
             continue
         if routine == "gemv":                             # short: more turns, same judging

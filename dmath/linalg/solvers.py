@@ -23,6 +23,7 @@ import torch
 
 from ..array import DArray
 from ..runtime.dispatch import command
+from . import local_lapack
 from .decomp_lu import factor as lu_factor_bc, one_rank_lu, permute_rows, singular_error
 from ._bc import (BC, block_size, check_matrix, one_rank, to_bc, vector_in,
                   vector_out, whole)
@@ -50,8 +51,7 @@ def solve(a: DArray, b: DArray, *, nb: int | None = None) -> DArray:
         if info:
             raise singular_error(info, "solve")
         B = whole(b).to(LU.dtype)
-        pv = torch.from_numpy(piv + 1).to(device=LU.device, dtype=torch.int32)
-        x = torch.linalg.lu_solve(LU, pv, B.reshape(B.shape[0], -1)).reshape(B.shape)
+        x = local_lapack.lu_solve(LU, piv, B.reshape(B.shape[0], -1)).reshape(B.shape)
         return DArray(x, b.shape, b.layout.without_partial(), b.grid)
     M, piv = _factor(a, nb, "solve")
     B, one_d = vector_in(b, M)
@@ -83,9 +83,8 @@ def inv(a: DArray, *, nb: int | None = None) -> DArray:
         LU, piv, info = one_rank_lu(whole(a), overwrite=True)
         if info:
             raise singular_error(info, "inv")
-        pv = torch.from_numpy(piv + 1).to(device=LU.device, dtype=torch.int32)
         eye = torch.eye(a.shape[0], dtype=LU.dtype, device=LU.device)
-        return DArray(torch.linalg.lu_solve(LU, pv, eye), a.shape, a.layout.without_partial(),
+        return DArray(local_lapack.lu_solve(LU, piv, eye), a.shape, a.layout.without_partial(),
                       a.grid)
     M, piv = _factor(a, nb, "inv")
     gr, gc = M.masks()
