@@ -28,6 +28,7 @@
 #   bash benchmarks/gpu_session.sh round3g  # GPU kernels per replayed step (step_kernels.py), eigh/svd
 #                                          # phases on 16 and 4 CPU ranks (spectral_phases.py)
 #   bash benchmarks/gpu_session.sh round3h  # CUDA capture tests, graph_host.py, LeNet replay kernels
+#   bash benchmarks/gpu_session.sh round3i  # eigvalsh / svdvals vs band width on 16 and 4 CPU ranks
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
 #                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
 #                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
@@ -214,6 +215,16 @@ case "${1:-tests}" in
     step kernels
     timeout 90 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 40 2>&1 \
         | tee "$OUT/r3h_kernels.log" | grep -v "^| " | tail -4
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3i)  # < 200 s, the host's CPUs: eigvalsh / svdvals against the band width on 16 and 4 ranks
+    export DMATH_DEVICE=cpu OMP_NUM_THREADS=1
+    t0=$SECONDS
+    for p in 16 4; do
+      step "band width, $p ranks"
+      timeout 90 mpiexec -n $p --bind-to none python3 -m mpi4py benchmarks/band_width.py --n 2048 \
+          --widths 8,16,32,64 2>&1 | tee "$OUT/r3i_band_$p.log" | tail -7
+    done
     step "done after $((SECONDS - t0)) s"
     ;;
   round3e)  # < 560 s, what one late call can hold: training on the GPU (LeNet and ResNet: dmath
