@@ -34,12 +34,16 @@ from . import reflectors
 from .decomp_qr import larft
 
 
-BAND = 32          # the band's width b: n / b panels; the LAPACK stage costs O(n^2 b) per rank
+BAND = {"symmetric": 32, "general": 16}   # the band's width b: n / b panels; LAPACK's stage O(n^2 b)
+# per rank. Measured (benchmarks/band_width.py, n = 2048, 16 and 4 ranks of the 16-core host):
+# eigvalsh 0.675 / 0.608 s at b = 32, 0.720 / 0.637 at 16; svdvals 0.905 / 0.799 at 16, 1.010 / 0.947
+# at 32 (dgbbrd's bulge chasing costs more per b than dsbtrd's).
 
 
-def width(nb: int) -> int:
-    """The band width (any: the panels need not align with the blocks of nb)."""
-    return BAND
+def width(nb: int, kind: str = "symmetric") -> int:
+    """The band width for ``kind`` "symmetric" (eigvalsh) or "general" (svdvals); any (the
+    panels need not align with the blocks of nb)."""
+    return BAND[kind]
 
 
 def _qr(P: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

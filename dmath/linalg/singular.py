@@ -1,7 +1,7 @@
 """Distributed singular value decomposition: ``svd``, ``svdvals`` (numpy.linalg.svd).
 
 docs/linalg.md says why these steps. ``svdvals``: A (A^T when m < n) ->
-block-cyclic(nb), reduced to an upper band of width 32 (``band.general``:
+block-cyclic(nb), reduced to an upper band of width 16 (``band.general``:
 QR / LQ panels and GEMMs, four collectives per panel), whose singular values
 LAPACK finds on every rank (``lapacke.band_svdvals``). ``svd``, as pdgesvd:
 
@@ -88,7 +88,7 @@ def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
     M = to_bc(src if src.torch_dtype == dtype else src.astype(dtype), nb, g)
     mm, nn = M.m, M.n                                       # mm >= nn = K
     if not uv:                                              # two-stage: to a band, then LAPACK
-        S = lapacke.band_svdvals(g.world.bcast_obj(band.general(M, band.width(nb)), 0))
+        S = lapacke.band_svdvals(g.world.bcast_obj(band.general(M, band.width(nb, "general")), 0))
         return DArray(torch.from_numpy(S).to(dtype=dtype, device=dev), (K,), slay, a.grid)
     d, e, tauq, taup = bidiagonal.reduce(M)
     d, e, tauq, taup = g.world.bcast_obj((d, e, tauq, taup), 0)
