@@ -100,8 +100,18 @@ class Workspace:
         self.R = None if right is None else np.zeros((right, w), dtype=self.dt)
         self.buf = np.zeros(max(M.m, M.n) + w + 1, dtype=self.dt)
         self.buf_t = torch.from_numpy(self.buf)
+        self.pa, self.pbuf = self.a.ctypes.data, self.buf.ctypes.data
+        self._addr = {id(arr): arr.ctypes.data for arr in (self.a, self.buf, self.L, self.R)
+                      if arr is not None}
+        self.rows_whole = M.pr == 1             # local rows = global rows
 
     # -- BLAS 2 on strided views -------------------------------------------------------
+    def addr(self, arr: np.ndarray) -> int:
+        """arr's first element's address (the workspace's own arrays from a table: numpy's
+        ``ctypes.data`` costs ~1 us, as much as the gemv call of a short column)."""
+        p = self._addr.get(id(arr))
+        return arr.ctypes.data if p is None else p
+
     def gemv(self, A: np.ndarray, x: np.ndarray, y: np.ndarray, trans: bool = False,
              alpha: float = 1.0, beta: float = 0.0) -> None:
         """y := alpha op(A) x + beta y in place (A a 2-D view with unit column stride,
@@ -163,13 +173,19 @@ class Workspace:
         """(y, B[xs:, :c]^T x[xs:]) in one all-reduce: y = A[r0:, c0:] x (rows r0..m) or,
         ``trans``, A[r0:, c0:]^T x (columns c0..n) of the stored A (x replicated, global
         indices, zero before ``xs``). Views into the buffer, valid until the next call."""
-        M, a = self.M, self.a
+        M, a, s = self.M, self.a, self.isz
         lr, lc = M.lrow(r0), M.lcol(c0)
         ny = (M.n - c0) if trans else (M.m - r0)
         buf = self.buf[: ny + c]
-        buf[:] = 0
         y, ex = buf[:ny], buf[ny:]
-        if lr < a.shape[0] and lc < a.shape[1]:
+        mine = lr < a.shape[0] and lc < a.shape[1]
+        if mine and not trans and self.rows_whole:          # y = the local rows: gemv into it
+            xl = x[self.gc[lc:]]                                # a fresh contiguous copy
+            self._gemv(101, 111, a.shape[0] - lr, a.shape[1] - lc, 1.0,
+                       self.pa + (lr * a.shape[1] + lc) * s, a.shape[1],
+                       xl.ctypes.data, 1, 0.0, self.pbuf, 1)
+        elif mine:
+            y[:] = 0
             piece = a[lr:, lc:]
             if trans:
                 xl = x[self.gr[lr:]]
@@ -181,12 +197,19 @@ class Workspace:
                 tmp = np.empty(piece.shape[0], dtype=self.dt)
                 self.gemv(piece, xl, tmp)
                 y[self.gr[lr:] - r0] = tmp
-        if c:
+        else:
+            y[:] = 0
+        if c:                                               # this rank's rows of B^T x
             N = x.shape[0]
             lo = xs + (N - xs) * self.rank // self.p
             hi = xs + (N - xs) * (self.rank + 1) // self.p
             if hi > lo:
-                self.gemv(B[lo:hi, :c], x[lo:hi], ex, True)
+                ld = B.strides[0] // s
+                self._gemv(101, 112, hi - lo, c, 1.0, self.addr(B) + lo * ld * s, ld,
+                           self.addr(x) + lo * x.strides[0], x.strides[0] // s, 0.0,
+                           self.pbuf + ny * s, 1)
+            else:
+                ex[:] = 0
         if self.p > 1:
             self.world.host_allreduce_(self.buf_t[: ny + c])
         return y, ex

@@ -48,33 +48,43 @@ def reduce(M: BC, local_blas: bool | None = None) -> tuple[np.ndarray, np.ndarra
 
 
 def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``reduce`` on ``onestage.Workspace``: L = (v_0, w_0, v_1, w_1, ...), R = L swapped;
-    one all-reduce per column (A v and L^T v packed), one per panel."""
+    """``reduce`` on ``onestage.Workspace``: L = (v_0, w_0, v_1, w_1, ...), R = L swapped
+    (kept too: its rows are the corrections' x, R^T v the product's partials, no swaps);
+    one all-reduce per column (A v and R^T v packed), one per panel. The column loop
+    calls OpenBLAS on addresses computed here (numpy's own cost ~1 us an op)."""
     n, nb = M.n, M.nb
     d, e, tau = np.zeros(n), np.zeros(max(n - 1, 0)), np.zeros(max(n - 1, 0))
-    ws = onestage.Workspace(M, n, None)
-    L = ws.L
+    ws = onestage.Workspace(M, n, n)
+    L, R = ws.L, ws.R
+    gemv, s, ld = ws._gemv, ws.isz, L.shape[1]
+    pL, pR, pbuf = ws.addr(L), ws.addr(R), ws.pbuf
+    v = np.zeros(n, dtype=ws.dt)                        # this column's reflector, contiguous
     for k in range(0, n - 1, nb):
         kb = min(nb, n - 1 - k)
         P, _ = ws.panel(k, kb, False)
+        pP = P.ctypes.data
         for i in range(kb):
             j, c = k + i, 2 * i
-            col = P[j:, i]                                         # column j, up to date
-            if c:
-                ws.gemv(L[j:, :c], onestage.swap(L[j, :c]), col, False, -1.0, 1.0)
-            d[j] = float(col[0])
-            v = L[:, c]
-            e[j], tau[j] = ws.larfg(col[1:], v[j + 1:])
-            t = tau[j]
+            if c:                                          # column j, up to date
+                gemv(101, 111, n - j, c, -1.0, pL + j * ld * s, ld, pR + j * ld * s, 1,
+                     1.0, pP + (j * kb + i) * s, kb)
+            col = P[j:, i]
+            d[j] = col[0]
+            e[j], t = ws.larfg(col[1:], v[j + 1:])
+            tau[j] = t
+            vj = v[j + 1:]
+            L[j + 1:, c] = vj
+            R[j + 1:, c + 1] = vj
             ws.put_col(j, v, j + 1)
-            y, ex = ws.product(v, j + 1, j + 1, j + 1, False, L, c)     # A v, L^T v
+            y, _ = ws.product(v, j + 1, j + 1, j + 1, False, R, c)     # A v, R^T v
             if c:
-                ws.gemv(L[j + 1:, :c], onestage.swap(ex), y, False, -1.0, 1.0)
-            w = L[j + 1:, c + 1]
-            np.multiply(y, float(t), out=w)                             # w = t y - t^2/2 (y.v) v
-            w += (-0.5 * t * float(np.dot(w, v[j + 1:]))) * v[j + 1:]
-        perm = np.arange(2 * kb).reshape(-1, 2)[:, ::-1].ravel()
-        ws.trailing(k + kb, L[:, :2 * kb], L, perm)                # A -= V W^T + W V^T
+                gemv(101, 111, n - j - 1, c, -1.0, pL + (j + 1) * ld * s, ld,
+                     pbuf + (n - j - 1) * s, 1, 1.0, pbuf, 1)
+            y *= t                                                      # w = t y - t^2/2 (y.v) v
+            y += (-0.5 * t * float(np.dot(y, vj))) * vj
+            L[j + 1:, c + 1] = y
+            R[j + 1:, c] = y
+        ws.trailing(k + kb, L[:, :2 * kb], R[:, :2 * kb])          # A -= V W^T + W V^T
     if n:
         d[n - 1] = float(ws.panel(n - 1, 1, False)[0][n - 1, 0])
     return d, e, tau
