@@ -104,6 +104,8 @@ class Workspace:
         self._addr = {id(arr): arr.ctypes.data for arr in (self.a, self.buf, self.L, self.R)
                       if arr is not None}
         self.rows_whole = M.pr == 1             # local rows = global rows
+        self.lrow = [M.lrow(g) for g in range(M.m + 1)]     # numroc as tables (per column)
+        self.lcol = [M.lcol(g) for g in range(M.n + 1)]
 
     # -- BLAS 2 on strided views -------------------------------------------------------
     def addr(self, arr: np.ndarray) -> int:
@@ -128,13 +130,14 @@ class Workspace:
         self._gemv(101, 112 if trans else 111, m, n, alpha, A.ctypes.data, lda,
                    x.ctypes.data, x.strides[0] // s, beta, y.ctypes.data, y.strides[0] // s)
 
-    def larfg(self, x: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+    def larfg(self, x: np.ndarray, v: np.ndarray, at: int | None = None) -> tuple[float, float]:
         """(beta, tau) with (I - tau v v^T) x = beta e_1, written into v (v[0] = 1);
-        LAPACK dlarfg, as ``reflectors.larfg``."""
+        LAPACK dlarfg, as ``reflectors.larfg``. ``at``: x[1]'s address if known."""
         alpha = float(x[0])
         n = x.shape[0]
-        xnorm = float(self._nrm2(n - 1, x[1:].ctypes.data, x.strides[0] // self.isz)) \
-            if n > 1 else 0.0
+        if n > 1 and at is None:
+            at = x[1:].ctypes.data
+        xnorm = float(self._nrm2(n - 1, at, x.strides[0] // self.isz)) if n > 1 else 0.0
         v[0] = 1
         if xnorm == 0.0:
             v[1:] = 0
@@ -174,7 +177,7 @@ class Workspace:
         ``trans``, A[r0:, c0:]^T x (columns c0..n) of the stored A (x replicated, global
         indices, zero before ``xs``). Views into the buffer, valid until the next call."""
         M, a, s = self.M, self.a, self.isz
-        lr, lc = M.lrow(r0), M.lcol(c0)
+        lr, lc = self.lrow[r0], self.lcol[c0]
         ny = (M.n - c0) if trans else (M.m - r0)
         buf = self.buf[: ny + c]
         y, ex = buf[:ny], buf[ny:]
@@ -219,8 +222,8 @@ class Workspace:
         """M[r0:, j] := v[r0:] (v replicated, global rows) on the owners of column j."""
         M = self.M
         if M.cowner(j) == M.myc:
-            lr = M.lrow(r0)
-            self.a[lr:, M.lcol(j)] = v[self.gr[lr:]]
+            lr = self.lrow[r0]
+            self.a[lr:, self.lcol[j]] = v[r0:] if self.rows_whole else v[self.gr[lr:]]
 
     def put_row(self, i: int, v: np.ndarray, c0: int) -> None:
         """M[i, c0:] := v[c0:] (v replicated, global columns) on the owners of row i."""

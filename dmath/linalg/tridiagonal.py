@@ -70,7 +70,7 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                      1.0, pP + (j * kb + i) * s, kb)
             col = P[j:, i]
             d[j] = col[0]
-            e[j], t = ws.larfg(col[1:], v[j + 1:])
+            e[j], t = ws.larfg(col[1:], v[j + 1:], pP + ((j + 2) * kb + i) * s)
             tau[j] = t
             vj = v[j + 1:]
             L[j + 1:, c] = vj
