@@ -172,10 +172,11 @@ class Workspace:
         return P, R
 
     def product(self, x: np.ndarray, xs: int, r0: int, c0: int, trans: bool,
-                B: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+                B: np.ndarray, c: int, by_rows: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(y, B[xs:, :c]^T x[xs:]) in one all-reduce: y = A[r0:, c0:] x (rows r0..m) or,
         ``trans``, A[r0:, c0:]^T x (columns c0..n) of the stored A (x replicated, global
-        indices, zero before ``xs``). Views into the buffer, valid until the next call."""
+        indices, zero before ``xs``); ``by_rows``: B given transposed (B^T, c x N, the
+        panel stored by rows). Views into the buffer, valid until the next call."""
         M, a, s = self.M, self.a, self.isz
         lr, lc = self.lrow[r0], self.lcol[c0]
         ny = (M.n - c0) if trans else (M.m - r0)
@@ -208,9 +209,12 @@ class Workspace:
             hi = xs + (N - xs) * (self.rank + 1) // self.p
             if hi > lo:
                 ld = B.strides[0] // s
-                self._gemv(101, 112, hi - lo, c, 1.0, self.addr(B) + lo * ld * s, ld,
-                           self.addr(x) + lo * x.strides[0], x.strides[0] // s, 0.0,
-                           self.pbuf + ny * s, 1)
+                if by_rows:
+                    at, shape = self.addr(B) + lo * s, (111, c, hi - lo)
+                else:
+                    at, shape = self.addr(B) + lo * ld * s, (112, hi - lo, c)
+                self._gemv(101, *shape, 1.0, at, ld, self.addr(x) + lo * x.strides[0],
+                           x.strides[0] // s, 0.0, self.pbuf + ny * s, 1)
             else:
                 ex[:] = 0
         if self.p > 1:

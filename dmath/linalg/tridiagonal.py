@@ -48,43 +48,48 @@ def reduce(M: BC, local_blas: bool | None = None) -> tuple[np.ndarray, np.ndarra
 
 
 def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``reduce`` on ``onestage.Workspace``: L = (v_0, w_0, v_1, w_1, ...), R = L swapped
-    (kept too: its rows are the corrections' x, R^T v the product's partials, no swaps);
-    one all-reduce per column (A v and R^T v packed), one per panel. The column loop
-    calls OpenBLAS on addresses computed here (numpy's own cost ~1 us an op)."""
+    """``reduce`` on ``onestage.Workspace``, the panels stored by rows (2 nb x n, so
+    each new v / w is a contiguous row): Lt = (v_0, w_0, v_1, w_1, ...), Rt = Lt's
+    rows swapped (kept too: its columns are the corrections' x, Rt v the product's
+    partials, no swaps); one all-reduce per column (A v and Rt v packed), one per
+    panel. The column loop calls OpenBLAS on addresses computed here (a numpy op
+    costs ~1 us, as much as a short gemv)."""
     n, nb = M.n, M.nb
     d, e, tau = np.zeros(n), np.zeros(max(n - 1, 0)), np.zeros(max(n - 1, 0))
-    ws = onestage.Workspace(M, n, n)
-    L, R = ws.L, ws.R
-    gemv, s, ld = ws._gemv, ws.isz, L.shape[1]
-    pL, pR, pbuf = ws.addr(L), ws.addr(R), ws.pbuf
+    ws = onestage.Workspace(M, 0, None)
+    Lt = np.zeros((2 * nb, n), dtype=ws.dt)
+    Rt = np.zeros((2 * nb, n), dtype=ws.dt)
+    gemv, s = ws._gemv, ws.isz
+    pL, pR, pbuf = Lt.ctypes.data, Rt.ctypes.data, ws.pbuf
     v = np.zeros(n, dtype=ws.dt)                        # this column's reflector, contiguous
     for k in range(0, n - 1, nb):
         kb = min(nb, n - 1 - k)
         P, _ = ws.panel(k, kb, False)
+        Lt[:2 * kb] = 0
+        Rt[:2 * kb] = 0
         pP = P.ctypes.data
         for i in range(kb):
             j, c = k + i, 2 * i
             if c:                                          # column j, up to date
-                gemv(101, 111, n - j, c, -1.0, pL + j * ld * s, ld, pR + j * ld * s, 1,
+                gemv(101, 112, c, n - j, -1.0, pL + j * s, n, pR + j * s, n,
                      1.0, pP + (j * kb + i) * s, kb)
             col = P[j:, i]
             d[j] = col[0]
             e[j], t = ws.larfg(col[1:], v[j + 1:], pP + ((j + 2) * kb + i) * s)
             tau[j] = t
             vj = v[j + 1:]
-            L[j + 1:, c] = vj
-            R[j + 1:, c + 1] = vj
+            Lt[c, j + 1:] = vj
+            Rt[c + 1, j + 1:] = vj
             ws.put_col(j, v, j + 1)
-            y, _ = ws.product(v, j + 1, j + 1, j + 1, False, R, c)     # A v, R^T v
+            y, _ = ws.product(v, j + 1, j + 1, j + 1, False, Rt, c, True)   # A v, Rt v
             if c:
-                gemv(101, 111, n - j - 1, c, -1.0, pL + (j + 1) * ld * s, ld,
+                gemv(101, 112, c, n - j - 1, -1.0, pL + (j + 1) * s, n,
                      pbuf + (n - j - 1) * s, 1, 1.0, pbuf, 1)
             y *= t                                                      # w = t y - t^2/2 (y.v) v
             y += (-0.5 * t * float(np.dot(y, vj))) * vj
-            L[j + 1:, c + 1] = y
-            R[j + 1:, c] = y
-        ws.trailing(k + kb, L[:, :2 * kb], R[:, :2 * kb])          # A -= V W^T + W V^T
+            Lt[c + 1, j + 1:] = y
+            Rt[c, j + 1:] = y
+        ws.trailing(k + kb, Lt[:2 * kb].T, Rt[:2 * kb].T)           # A -= V W^T + W V^T
     if n:
         d[n - 1] = float(ws.panel(n - 1, 1, False)[0][n - 1, 0])
     return d, e, tau
