@@ -13,15 +13,24 @@ a column is ONE gemv over the first columns of L or R:
                              y -= L (B^T x)                            (replicated)
 
 ``Workspace`` holds what a reduction needs for that: the rank's piece as a
-numpy view (no copy), its global row / column indices, L and R, the packed
-all-reduce buffer, and OpenBLAS's gemv / nrm2 for the dtype (from the
-OpenBLAS scipy ships, ``lapacke.openblas``, called by ctypes on strided
-views with their leading dimensions: no copies, ~1 us a call). The local
-product touches only rows and columns past the reflector's start (half the
-flops of a product with whole rows); the partial products B^T x are split
-over the ranks by rows (each computes 1/p), packed behind y. ``panel``
-replicates a panel's columns (and rows, bidiagonal) in one all-reduce;
-``trailing`` is the panel's local GEMM on the rank's piece, A -= L R^T.
+numpy view (no copy), its global row / column indices (and numroc as
+tables), L and R, the packed all-reduce buffer, and OpenBLAS's gemv / nrm2
+for the dtype (from the OpenBLAS scipy ships, ``lapacke.openblas``, called
+by ctypes on strided views with their leading dimensions: no copies, ~1.5 us
+a call). The per-column Python is the cost next to the bytes (a numpy op or
+``ndarray.ctypes.data`` ~1 us each, ~1000 columns at n = 1024), so the hot
+paths call gemv on addresses computed from base addresses (``addr``): the
+product writes y straight into the buffer on one-row grids, the tridiagonal
+keeps its panels by rows (``tridiagonal._reduce_blas``: each new vector a
+contiguous row, B given as B^T, ``by_rows``). The local product touches
+only rows and columns past the reflector's start (half the flops of a
+product with whole rows; the full square of them, both triangles: a
+lower-only product needs a gemv_n and a gemv_t per block, which with
+separate BLAS 2 calls reads as many bytes and measured no faster, see
+docs/performance.md); the partial products B^T x are split over the ranks
+by rows (each computes 1/p), packed behind y. ``panel`` replicates a
+panel's columns (and rows, bidiagonal) in one all-reduce; ``trailing`` is
+the panel's local GEMM on the rank's piece, A -= L R^T.
 
 CPU float32 / float64 pieces only (``usable``); the torch loops in
 ``tridiagonal`` / ``bidiagonal`` serve the rest (GPU) and stay callable
@@ -113,6 +122,12 @@ class Workspace:
         ``ctypes.data`` costs ~1 us, as much as the gemv call of a short column)."""
         p = self._addr.get(id(arr))
         return arr.ctypes.data if p is None else p
+
+    def own(self, arr: np.ndarray) -> np.ndarray:
+        """arr (kept alive by the caller as long as this workspace) with its address in
+        ``addr``'s table; returns arr."""
+        self._addr[id(arr)] = arr.ctypes.data
+        return arr
 
     def gemv(self, A: np.ndarray, x: np.ndarray, y: np.ndarray, trans: bool = False,
              alpha: float = 1.0, beta: float = 0.0) -> None:

@@ -20,9 +20,10 @@ memory bound, as in every one-stage reduction) and half in the GEMMs; n
 all-reduces of n elements. Memory per rank: its piece plus 2 n x nb panels.
 
 On CPU float32 / float64 the column loop runs in local OpenBLAS gemv calls on
-numpy views (``onestage.Workspace``: V and W interleaved in one panel, the
-products W^T v, V^T v split over the ranks and packed behind y in the
-column's one all-reduce); ``reduce_torch`` is the same loop in torch ops
+numpy views (``onestage.Workspace``: V and W interleaved in one panel stored
+by rows, Lt = (v_0, w_0, ...), and its pairs swapped, Rt, so no correction
+needs a swap; the products W^T v, V^T v (Rt v) split over the ranks and
+packed behind y in the column's one all-reduce); ``reduce_torch`` is the same loop in torch ops
 (GPU pieces, and the old path for ``benchmarks/onestage.py``).
 
 ``back`` applies Q to a block-cyclic Z (n x k) from the left, panel by panel
@@ -61,7 +62,7 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Rt = np.zeros((2 * nb, n), dtype=ws.dt)
     gemv, s = ws._gemv, ws.isz
     pL, pR, pbuf = Lt.ctypes.data, Rt.ctypes.data, ws.pbuf
-    v = np.zeros(n, dtype=ws.dt)                        # this column's reflector, contiguous
+    v = ws.own(np.zeros(n, dtype=ws.dt))                # this column's reflector, contiguous
     for k in range(0, n - 1, nb):
         kb = min(nb, n - 1 - k)
         P, _ = ws.panel(k, kb, False)
