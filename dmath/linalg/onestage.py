@@ -162,17 +162,19 @@ class Workspace:
         return beta, (beta - alpha) / beta
 
     # -- collectives -------------------------------------------------------------------
-    def panel(self, k: int, kb: int, rows: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def panel(self, k: int, kb: int, rows: bool, top: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
         """(columns k:k+kb (m x kb), rows k:k+kb (kb x n) if ``rows``) of the stored M,
-        replicated, in one all-reduce; the panels L and R zeroed."""
+        replicated, in one all-reduce; the panels L and R zeroed. ``top``: only the
+        columns' rows >= top are wanted (the rest left zero, not sent)."""
         M, a = self.M, self.a
         m, n = M.m, M.n
         size = m * kb + (kb * n if rows else 0)
         buf = np.zeros(size, dtype=self.dt)
         P = buf[: m * kb].reshape(m, kb)
         l0, l1 = M.lcol(k), M.lcol(k + kb)
-        if l1 > l0 and a.shape[0]:
-            P[self.gr[:, None], (self.gc[l0:l1] - k)[None, :]] = a[:, l0:l1]
+        t = self.lrow[top]
+        if l1 > l0 and t < a.shape[0]:
+            P[self.gr[t:, None], (self.gc[l0:l1] - k)[None, :]] = a[t:, l0:l1]
         R = None
         if rows:
             R = buf[m * kb:].reshape(kb, n)
@@ -180,7 +182,7 @@ class Workspace:
             if r1 > r0 and a.shape[1]:
                 R[(self.gr[r0:r1] - k)[:, None], self.gc[None, :]] = a[r0:r1]
         if self.p > 1:
-            self.world.host_allreduce_(torch.from_numpy(buf))
+            self.world.host_allreduce_(torch.from_numpy(buf[top * kb:]))     # contiguous tail
         self.L[:, : 2 * kb] = 0
         if self.R is not None:
             self.R[:, : 2 * kb] = 0

@@ -65,7 +65,7 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     v = ws.own(np.zeros(n, dtype=ws.dt))                # this column's reflector, contiguous
     for k in range(0, n - 1, nb):
         kb = min(nb, n - 1 - k)
-        P, _ = ws.panel(k, kb, False)
+        P, _ = ws.panel(k, kb, False, k)                   # rows >= k
         Lt[:2 * kb] = 0
         Rt[:2 * kb] = 0
         pP = P.ctypes.data
