@@ -61,7 +61,7 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     L, R = ws.L, ws.R
     for k in range(0, n, nb):
         kb = min(nb, n - k)
-        P, Rows = ws.panel(k, kb, True)
+        P, Rows = ws.panel(k, kb, True, k)                      # column rows >= k
         for i in range(kb):
             j, c = k + i, 2 * i
             col = P[j:, i]                                         # column j, up to date

@@ -13,15 +13,24 @@ a column is ONE gemv over the first columns of L or R:
                              y -= L (B^T x)                            (replicated)
 
 ``Workspace`` holds what a reduction needs for that: the rank's piece as a
-numpy view (no copy), its global row / column indices, L and R, the packed
-all-reduce buffer, and OpenBLAS's gemv / nrm2 for the dtype (from the
-OpenBLAS scipy ships, ``lapacke.openblas``, called by ctypes on strided
-views with their leading dimensions: no copies, ~1 us a call). The local
-product touches only rows and columns past the reflector's start (half the
-flops of a product with whole rows); the partial products B^T x are split
-over the ranks by rows (each computes 1/p), packed behind y. ``panel``
-replicates a panel's columns (and rows, bidiagonal) in one all-reduce;
-``trailing`` is the panel's local GEMM on the rank's piece, A -= L R^T.
+numpy view (no copy), its global row / column indices (and numroc as
+tables), L and R, the packed all-reduce buffer, and OpenBLAS's gemv / nrm2
+for the dtype (from the OpenBLAS scipy ships, ``lapacke.openblas``, called
+by ctypes on strided views with their leading dimensions: no copies, ~1.5 us
+a call). The per-column Python is the cost next to the bytes (a numpy op or
+``ndarray.ctypes.data`` ~1 us each, ~1000 columns at n = 1024), so the hot
+paths call gemv on addresses computed from base addresses (``addr``): the
+product writes y straight into the buffer on one-row grids, the tridiagonal
+keeps its panels by rows (``tridiagonal._reduce_blas``: each new vector a
+contiguous row, B given as B^T, ``by_rows``). The local product touches
+only rows and columns past the reflector's start (half the flops of a
+product with whole rows; the full square of them, both triangles: a
+lower-only product needs a gemv_n and a gemv_t per block, which with
+separate BLAS 2 calls reads as many bytes and measured no faster, see
+docs/performance.md); the partial products B^T x are split over the ranks
+by rows (each computes 1/p), packed behind y. ``panel`` replicates a
+panel's columns (and rows, bidiagonal) in one all-reduce; ``trailing`` is
+the panel's local GEMM on the rank's piece, A -= L R^T.
 
 CPU float32 / float64 pieces only (``usable``); the torch loops in
 ``tridiagonal`` / ``bidiagonal`` serve the rest (GPU) and stay callable
@@ -100,8 +109,26 @@ class Workspace:
         self.R = None if right is None else np.zeros((right, w), dtype=self.dt)
         self.buf = np.zeros(max(M.m, M.n) + w + 1, dtype=self.dt)
         self.buf_t = torch.from_numpy(self.buf)
+        self.pa, self.pbuf = self.a.ctypes.data, self.buf.ctypes.data
+        self._addr = {id(arr): arr.ctypes.data for arr in (self.a, self.buf, self.L, self.R)
+                      if arr is not None}
+        self.rows_whole = M.pr == 1             # local rows = global rows
+        self.lrow = [M.lrow(g) for g in range(M.m + 1)]     # numroc as tables (per column)
+        self.lcol = [M.lcol(g) for g in range(M.n + 1)]
 
     # -- BLAS 2 on strided views -------------------------------------------------------
+    def addr(self, arr: np.ndarray) -> int:
+        """arr's first element's address (the workspace's own arrays from a table: numpy's
+        ``ctypes.data`` costs ~1 us, as much as the gemv call of a short column)."""
+        p = self._addr.get(id(arr))
+        return arr.ctypes.data if p is None else p
+
+    def own(self, arr: np.ndarray) -> np.ndarray:
+        """arr (kept alive by the caller as long as this workspace) with its address in
+        ``addr``'s table; returns arr."""
+        self._addr[id(arr)] = arr.ctypes.data
+        return arr
+
     def gemv(self, A: np.ndarray, x: np.ndarray, y: np.ndarray, trans: bool = False,
              alpha: float = 1.0, beta: float = 0.0) -> None:
         """y := alpha op(A) x + beta y in place (A a 2-D view with unit column stride,
@@ -118,13 +145,14 @@ class Workspace:
         self._gemv(101, 112 if trans else 111, m, n, alpha, A.ctypes.data, lda,
                    x.ctypes.data, x.strides[0] // s, beta, y.ctypes.data, y.strides[0] // s)
 
-    def larfg(self, x: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+    def larfg(self, x: np.ndarray, v: np.ndarray, at: int | None = None) -> tuple[float, float]:
         """(beta, tau) with (I - tau v v^T) x = beta e_1, written into v (v[0] = 1);
-        LAPACK dlarfg, as ``reflectors.larfg``."""
+        LAPACK dlarfg, as ``reflectors.larfg``. ``at``: x[1]'s address if known."""
         alpha = float(x[0])
         n = x.shape[0]
-        xnorm = float(self._nrm2(n - 1, x[1:].ctypes.data, x.strides[0] // self.isz)) \
-            if n > 1 else 0.0
+        if n > 1 and at is None:
+            at = x[1:].ctypes.data
+        xnorm = float(self._nrm2(n - 1, at, x.strides[0] // self.isz)) if n > 1 else 0.0
         v[0] = 1
         if xnorm == 0.0:
             v[1:] = 0
@@ -134,17 +162,19 @@ class Workspace:
         return beta, (beta - alpha) / beta
 
     # -- collectives -------------------------------------------------------------------
-    def panel(self, k: int, kb: int, rows: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def panel(self, k: int, kb: int, rows: bool, top: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
         """(columns k:k+kb (m x kb), rows k:k+kb (kb x n) if ``rows``) of the stored M,
-        replicated, in one all-reduce; the panels L and R zeroed."""
+        replicated, in one all-reduce; the panels L and R zeroed. ``top``: only the
+        columns' rows >= top are wanted (the rest left zero, not sent)."""
         M, a = self.M, self.a
         m, n = M.m, M.n
         size = m * kb + (kb * n if rows else 0)
         buf = np.zeros(size, dtype=self.dt)
         P = buf[: m * kb].reshape(m, kb)
         l0, l1 = M.lcol(k), M.lcol(k + kb)
-        if l1 > l0 and a.shape[0]:
-            P[self.gr[:, None], (self.gc[l0:l1] - k)[None, :]] = a[:, l0:l1]
+        t = self.lrow[top]
+        if l1 > l0 and t < a.shape[0]:
+            P[self.gr[t:, None], (self.gc[l0:l1] - k)[None, :]] = a[t:, l0:l1]
         R = None
         if rows:
             R = buf[m * kb:].reshape(kb, n)
@@ -152,24 +182,31 @@ class Workspace:
             if r1 > r0 and a.shape[1]:
                 R[(self.gr[r0:r1] - k)[:, None], self.gc[None, :]] = a[r0:r1]
         if self.p > 1:
-            self.world.host_allreduce_(torch.from_numpy(buf))
+            self.world.host_allreduce_(torch.from_numpy(buf[top * kb:]))     # contiguous tail
         self.L[:, : 2 * kb] = 0
         if self.R is not None:
             self.R[:, : 2 * kb] = 0
         return P, R
 
     def product(self, x: np.ndarray, xs: int, r0: int, c0: int, trans: bool,
-                B: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+                B: np.ndarray, c: int, by_rows: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(y, B[xs:, :c]^T x[xs:]) in one all-reduce: y = A[r0:, c0:] x (rows r0..m) or,
         ``trans``, A[r0:, c0:]^T x (columns c0..n) of the stored A (x replicated, global
-        indices, zero before ``xs``). Views into the buffer, valid until the next call."""
-        M, a = self.M, self.a
-        lr, lc = M.lrow(r0), M.lcol(c0)
+        indices, zero before ``xs``); ``by_rows``: B given transposed (B^T, c x N, the
+        panel stored by rows). Views into the buffer, valid until the next call."""
+        M, a, s = self.M, self.a, self.isz
+        lr, lc = self.lrow[r0], self.lcol[c0]
         ny = (M.n - c0) if trans else (M.m - r0)
         buf = self.buf[: ny + c]
-        buf[:] = 0
         y, ex = buf[:ny], buf[ny:]
-        if lr < a.shape[0] and lc < a.shape[1]:
+        mine = lr < a.shape[0] and lc < a.shape[1]
+        if mine and not trans and self.rows_whole:          # y = the local rows: gemv into it
+            xl = x[self.gc[lc:]]                                # a fresh contiguous copy
+            self._gemv(101, 111, a.shape[0] - lr, a.shape[1] - lc, 1.0,
+                       self.pa + (lr * a.shape[1] + lc) * s, a.shape[1],
+                       xl.ctypes.data, 1, 0.0, self.pbuf, 1)
+        elif mine:
+            y[:] = 0
             piece = a[lr:, lc:]
             if trans:
                 xl = x[self.gr[lr:]]
@@ -181,12 +218,22 @@ class Workspace:
                 tmp = np.empty(piece.shape[0], dtype=self.dt)
                 self.gemv(piece, xl, tmp)
                 y[self.gr[lr:] - r0] = tmp
-        if c:
+        else:
+            y[:] = 0
+        if c:                                               # this rank's rows of B^T x
             N = x.shape[0]
             lo = xs + (N - xs) * self.rank // self.p
             hi = xs + (N - xs) * (self.rank + 1) // self.p
             if hi > lo:
-                self.gemv(B[lo:hi, :c], x[lo:hi], ex, True)
+                ld = B.strides[0] // s
+                if by_rows:
+                    at, shape = self.addr(B) + lo * s, (111, c, hi - lo)
+                else:
+                    at, shape = self.addr(B) + lo * ld * s, (112, hi - lo, c)
+                self._gemv(101, *shape, 1.0, at, ld, self.addr(x) + lo * x.strides[0],
+                           x.strides[0] // s, 0.0, self.pbuf + ny * s, 1)
+            else:
+                ex[:] = 0
         if self.p > 1:
             self.world.host_allreduce_(self.buf_t[: ny + c])
         return y, ex
@@ -196,8 +243,8 @@ class Workspace:
         """M[r0:, j] := v[r0:] (v replicated, global rows) on the owners of column j."""
         M = self.M
         if M.cowner(j) == M.myc:
-            lr = M.lrow(r0)
-            self.a[lr:, M.lcol(j)] = v[self.gr[lr:]]
+            lr = self.lrow[r0]
+            self.a[lr:, self.lcol[j]] = v[r0:] if self.rows_whole else v[self.gr[lr:]]
 
     def put_row(self, i: int, v: np.ndarray, c0: int) -> None:
         """M[i, c0:] := v[c0:] (v replicated, global columns) on the owners of row i."""

@@ -20,9 +20,10 @@ memory bound, as in every one-stage reduction) and half in the GEMMs; n
 all-reduces of n elements. Memory per rank: its piece plus 2 n x nb panels.
 
 On CPU float32 / float64 the column loop runs in local OpenBLAS gemv calls on
-numpy views (``onestage.Workspace``: V and W interleaved in one panel, the
-products W^T v, V^T v split over the ranks and packed behind y in the
-column's one all-reduce); ``reduce_torch`` is the same loop in torch ops
+numpy views (``onestage.Workspace``: V and W interleaved in one panel stored
+by rows, Lt = (v_0, w_0, ...), and its pairs swapped, Rt, so no correction
+needs a swap; the products W^T v, V^T v (Rt v) split over the ranks and
+packed behind y in the column's one all-reduce); ``reduce_torch`` is the same loop in torch ops
 (GPU pieces, and the old path for ``benchmarks/onestage.py``).
 
 ``back`` applies Q to a block-cyclic Z (n x k) from the left, panel by panel
@@ -48,33 +49,48 @@ def reduce(M: BC, local_blas: bool | None = None) -> tuple[np.ndarray, np.ndarra
 
 
 def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``reduce`` on ``onestage.Workspace``: L = (v_0, w_0, v_1, w_1, ...), R = L swapped;
-    one all-reduce per column (A v and L^T v packed), one per panel."""
+    """``reduce`` on ``onestage.Workspace``, the panels stored by rows (2 nb x n, so
+    each new v / w is a contiguous row): Lt = (v_0, w_0, v_1, w_1, ...), Rt = Lt's
+    rows swapped (kept too: its columns are the corrections' x, Rt v the product's
+    partials, no swaps); one all-reduce per column (A v and Rt v packed), one per
+    panel. The column loop calls OpenBLAS on addresses computed here (a numpy op
+    costs ~1 us, as much as a short gemv)."""
     n, nb = M.n, M.nb
     d, e, tau = np.zeros(n), np.zeros(max(n - 1, 0)), np.zeros(max(n - 1, 0))
-    ws = onestage.Workspace(M, n, None)
-    L = ws.L
+    ws = onestage.Workspace(M, 0, None)
+    Lt = np.zeros((2 * nb, n), dtype=ws.dt)
+    Rt = np.zeros((2 * nb, n), dtype=ws.dt)
+    gemv, s = ws._gemv, ws.isz
+    pL, pR, pbuf = Lt.ctypes.data, Rt.ctypes.data, ws.pbuf
+    v = ws.own(np.zeros(n, dtype=ws.dt))                # this column's reflector, contiguous
     for k in range(0, n - 1, nb):
         kb = min(nb, n - 1 - k)
-        P, _ = ws.panel(k, kb, False)
+        P, _ = ws.panel(k, kb, False, k)                   # rows >= k
+        Lt[:2 * kb] = 0
+        Rt[:2 * kb] = 0
+        pP = P.ctypes.data
         for i in range(kb):
             j, c = k + i, 2 * i
-            col = P[j:, i]                                         # column j, up to date
-            if c:
-                ws.gemv(L[j:, :c], onestage.swap(L[j, :c]), col, False, -1.0, 1.0)
-            d[j] = float(col[0])
-            v = L[:, c]
-            e[j], tau[j] = ws.larfg(col[1:], v[j + 1:])
-            t = tau[j]
+            if c:                                          # column j, up to date
+                gemv(101, 112, c, n - j, -1.0, pL + j * s, n, pR + j * s, n,
+                     1.0, pP + (j * kb + i) * s, kb)
+            col = P[j:, i]
+            d[j] = col[0]
+            e[j], t = ws.larfg(col[1:], v[j + 1:], pP + ((j + 2) * kb + i) * s)
+            tau[j] = t
+            vj = v[j + 1:]
+            Lt[c, j + 1:] = vj
+            Rt[c + 1, j + 1:] = vj
             ws.put_col(j, v, j + 1)
-            y, ex = ws.product(v, j + 1, j + 1, j + 1, False, L, c)     # A v, L^T v
+            y, _ = ws.product(v, j + 1, j + 1, j + 1, False, Rt, c, True)   # A v, Rt v
             if c:
-                ws.gemv(L[j + 1:, :c], onestage.swap(ex), y, False, -1.0, 1.0)
-            w = L[j + 1:, c + 1]
-            np.multiply(y, float(t), out=w)                             # w = t y - t^2/2 (y.v) v
-            w += (-0.5 * t * float(np.dot(w, v[j + 1:]))) * v[j + 1:]
-        perm = np.arange(2 * kb).reshape(-1, 2)[:, ::-1].ravel()
-        ws.trailing(k + kb, L[:, :2 * kb], L, perm)                # A -= V W^T + W V^T
+                gemv(101, 112, c, n - j - 1, -1.0, pL + (j + 1) * s, n,
+                     pbuf + (n - j - 1) * s, 1, 1.0, pbuf, 1)
+            y *= t                                                      # w = t y - t^2/2 (y.v) v
+            y += (-0.5 * t * float(np.dot(y, vj))) * vj
+            Lt[c + 1, j + 1:] = y
+            Rt[c, j + 1:] = y
+        ws.trailing(k + kb, Lt[:2 * kb].T, Rt[:2 * kb].T)           # A -= V W^T + W V^T
     if n:
         d[n - 1] = float(ws.panel(n - 1, 1, False)[0][n - 1, 0])
     return d, e, tau
