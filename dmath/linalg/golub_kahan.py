@@ -48,7 +48,8 @@ class Plan:
         off = np.zeros(max(2 * n - 1, 0))
         off[0::2] = d
         off[1::2] = e
-        self.tgk = inverse_iteration.Plan(np.zeros(2 * n), off, np.concatenate((-self.S, self.S[::-1])))
+        values = np.concatenate((-self.S, self.S[::-1]))                # TGK's, ascending
+        self.tgk = inverse_iteration.Plan(np.zeros(2 * n), off, values)
         col = np.abs(d).copy()
         col[1:] += np.abs(e)
         self.norm = float(col.max()) if n else 0.0                     # ||B||_1
@@ -57,7 +58,7 @@ class Plan:
         self.zero = {c: None for c in spans}                           # cluster -> (U, V, ok)
         sym = all(self._halves(c)[0] == self._halves(c)[1] for c in spans)
         singular = n == 0 or self.S[-1] <= n * np.finfo(np.float64).eps * self.S[0]
-        even = bool(np.all(t.starts % 2 == 0))                         # blocks hold whole (v, u) pairs
+        even = bool(np.all(t.starts % 2 == 0))                   # blocks hold whole (v, u) pairs
         self.ok = bool(t.ok and sym and even and not singular)
 
     def _halves(self, c: int) -> tuple[int, int]:
@@ -70,7 +71,7 @@ class Plan:
         cluster c by Rayleigh-Ritz on its span; whether dstein's check passed."""
         if self.zero[c] is None:
             t = self.tgk
-            z, good = t._cluster(c)
+            z, good = t.cluster_vectors(c)
             b = int(t.cl_block[c])
             s0, s1 = int(t.starts[b]) // 2, int(t.stops[b]) // 2          # B's rows in the block
             k = self._halves(c)[1]

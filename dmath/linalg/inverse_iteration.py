@@ -118,7 +118,7 @@ class Plan:
         tol = RESIDUAL * m * np.finfo(np.float64).eps * max(self.norm, np.finfo(np.float64).tiny)
         return z, bool(np.abs(res).sum(axis=0).max() <= tol)
 
-    def _cluster(self, c: int) -> tuple[np.ndarray, bool]:
+    def cluster_vectors(self, c: int) -> tuple[np.ndarray, bool]:
         """The n_blk x size vectors of cluster c (block order), checked; the last one is kept
         (a cluster cut by a chunk boundary is solved once)."""
         if self._last[0] != c:
@@ -145,7 +145,7 @@ class Plan:
             out[self.starts[b]:self.stops[b], where] = z
         multi = ~single
         for c in dict.fromkeys(cl[multi].tolist()):
-            z, g = self._cluster(c)
+            z, g = self.cluster_vectors(c)
             good &= g
             b = int(self.cl_block[c])
             where = np.flatnonzero(cl == c)
