@@ -182,13 +182,13 @@ LAST_VECTORS = [""]         # the method the last distributed eigh used for T's 
 agreed.register("DMATH_EIGH_VECTORS", lambda: os.environ.get("DMATH_EIGH_VECTORS", "stein"))
 
 
-def vectors_method() -> str:
-    """The tridiagonal eigenvector method: rank 0's DMATH_EIGH_VECTORS at ``init``
-    (``runtime.agreed``; tests switch it with ``agreed.override``): ``stein``, the
-    default, or ``dbdsqr``."""
-    m = str(agreed.get("DMATH_EIGH_VECTORS")).strip().lower() or "stein"
+def vectors_method(setting: str = "DMATH_EIGH_VECTORS", what: str = "eigh") -> str:
+    """The vector method of the tridiagonal (eigh) or bidiagonal (svd: DMATH_SVD_VECTORS)
+    problem: rank 0's ``setting`` at ``init`` (``runtime.agreed``; tests switch it with
+    ``agreed.override``): ``stein`` (inverse iteration), the default, or ``dbdsqr``."""
+    m = str(agreed.get(setting)).strip().lower() or "stein"
     if m not in VECTORS:
-        raise ValueError(f"eigh: DMATH_EIGH_VECTORS must be one of {VECTORS}, not {m!r}")
+        raise ValueError(f"{what}: {setting} must be one of {VECTORS}, not {m!r}")
     return m
 
 

@@ -34,7 +34,7 @@ from . import lapacke
 
 MAX_CLUSTER = 32          # larger cluster -> dbdsqr instead
 GAP = 1e-3                # cluster: neighbours within gap(n) * ||T||_1 (dstein's own ORTOL is 1e-3)
-GAP_N = 1.0
+GAP_N = 1.0               # ... or within GAP_N / n ||T||_1 if that is smaller (``gap``)
 RESIDUAL = 10.0           # per-vector residual bound, in units of n_blk eps ||T||_1
 
 

@@ -82,11 +82,6 @@ def usable(M: BC) -> bool:
             and _blas(np.float64 if a.dtype == torch.float64 else np.float32) is not None)
 
 
-def swap(x: np.ndarray) -> np.ndarray:
-    """x's entries swapped in pairs (x0, x1, x2, x3, ...) -> (x1, x0, x3, x2, ...)."""
-    return x.reshape(-1, 2)[:, ::-1].ravel()
-
-
 class Workspace:
     """One rank's state for a one-stage reduction of M: the piece as a numpy view, the
     interleaved panels L (``left`` rows x 2 nb) and R (``right`` rows, or None: the
@@ -253,14 +248,11 @@ class Workspace:
             lc = M.lcol(c0)
             self.a[M.lrow(i), lc:] = v[self.gc[lc:]]
 
-    def trailing(self, s: int, L: np.ndarray, R: np.ndarray,
-                 perm: np.ndarray | None = None) -> None:
-        """M[s:, s:] -= L R[:, perm]^T on this rank's piece (one local GEMM); L (m rows)
-        and R (n rows) replicated, global rows."""
+    def trailing(self, s: int, L: np.ndarray, R: np.ndarray) -> None:
+        """M[s:, s:] -= L R^T on this rank's piece (one local GEMM); L (m rows) and R
+        (n rows) replicated, global rows."""
         M = self.M
         r0, c0 = M.lrow(s), M.lcol(s)
         if r0 < self.a.shape[0] and c0 < self.a.shape[1] and L.shape[1]:
             left = torch.from_numpy(L[self.gr[r0:]])
-            cols = self.gc[c0:]
-            right = R[cols] if perm is None else R[np.ix_(cols, perm)]
-            sub_gemm(M.a[r0:, c0:], left, torch.from_numpy(right).T)
+            sub_gemm(M.a[r0:, c0:], left, torch.from_numpy(R[self.gc[c0:]]).T)

@@ -34,7 +34,7 @@ from ..runtime import agreed
 from ..runtime.dispatch import command
 from ._bc import BC, LinAlgError, block_size, grid2, one_rank, to_bc, whole
 from . import band, bidiagonal, golub_kahan, lapacke, vectors
-from .eigensolver import check_finite, compute_dtype
+from .eigensolver import check_finite, compute_dtype, vectors_method
 
 
 def _local_svd(a: DArray, dtype, full: bool, uv: bool):
@@ -112,20 +112,9 @@ def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):
     return U, Sd, Vt.redistribute(out, a.grid)
 
 
-VECTORS = ("stein", "dbdsqr")
 LAST_VECTORS = [""]         # the method the last distributed svd used for B's vectors (tests)
 
 agreed.register("DMATH_SVD_VECTORS", lambda: os.environ.get("DMATH_SVD_VECTORS", "stein"))
-
-
-def vectors_method() -> str:
-    """The bidiagonal singular vector method: rank 0's DMATH_SVD_VECTORS at ``init``
-    (``runtime.agreed``): ``stein`` (Golub-Kahan inverse iteration), the default, or
-    ``dbdsqr``."""
-    m = str(agreed.get("DMATH_SVD_VECTORS")).strip().lower() or "stein"
-    if m not in VECTORS:
-        raise ValueError(f"svd: DMATH_SVD_VECTORS must be one of {VECTORS}, not {m!r}")
-    return m
 
 
 def bidiagonal_vectors(d: np.ndarray, e: np.ndarray, S: np.ndarray, mm: int, ku: int, g,
@@ -136,7 +125,7 @@ def bidiagonal_vectors(d: np.ndarray, e: np.ndarray, S: np.ndarray, mm: int, ku:
     columns) where its plan is ok and every rank's checks pass (agreed by one
     collective); else dbdsqr's rows (both sides in one run per chunk)."""
     nn = len(d)
-    if vectors_method() == "stein":
+    if vectors_method("DMATH_SVD_VECTORS", "svd") == "stein":
         plan = golub_kahan.Plan(d, e, S)
         if plan.ok:
             good = [True]

@@ -81,8 +81,9 @@ def _key(seed_: int | None) -> int | torch.Tensor:
         values = capture.active()
         if values is not None:
             ahead = _state["stream"] - values.current["rng.stream"]    # same in every replay
-            if f"rng.key+{ahead}" in values.slots:                       # written by the host
-                return values.get(f"rng.key+{ahead}")
+            name = f"rng.key+{ahead}"
+            if name in values.slots:                                     # written by the host
+                return values.get(name)
             return _splitmix(values.get("rng.key0") ^ (values.get("rng.stream") + ahead))
         return _mix_int(_mix_int(_state["seed"]) ^ _state["stream"])
     return _mix_int(_mix_int(int(seed_)) ^ 0)
