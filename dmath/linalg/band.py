@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ._bc import BC, sub_gemm
+from .kernels import tall_product
 from . import reflectors
 from .decomp_qr import larft
 
@@ -73,7 +74,7 @@ def symmetric(M: BC, b: int) -> np.ndarray:
             r0, c0 = M.lrow(s), M.lcol(s)
             Y = torch.zeros((n - s, V.shape[1]), dtype=a.dtype, device=a.device)
             if r0 < a.shape[0] and c0 < a.shape[1]:
-                Y[gr_t[r0:] - s] = a[r0:, c0:] @ (V[gc_t[c0:] - s] @ T)
+                Y[gr_t[r0:] - s] = tall_product(a[r0:, c0:], V[gc_t[c0:] - s] @ T)
             Y = M.grid.world.allreduce(Y)                            # Y := A22 V T
             X = Y - 0.5 * V @ (T.T @ (V.T @ Y))
             if r0 < a.shape[0] and c0 < a.shape[1]:                  # A22 -= V X^T + X V^T
@@ -115,7 +116,7 @@ def general(M: BC, b: int) -> np.ndarray:
         r1 = M.lrow(s)
         if r1 < a.shape[0]:                                          # A[rest, rest] := A H
             Ul = U[gc_t[c0:] - s]
-            Z = a[r1:, c0:] @ Ul                                     # grid-row mates share r1
+            Z = tall_product(a[r1:, c0:], Ul)                        # grid-row mates share r1
             if M.pc > 1:
                 Z = M.row.allreduce(Z)
             if c0 < a.shape[1]:

@@ -37,6 +37,7 @@ from . import local_lapack
 from ._async import ibcast
 from ._bc import BC, block_size, check_matrix, one_rank, sub_gemm, to_bc, whole
 from .lookahead import pipeline
+from .kernels import tall_product
 
 ALGORITHMS = ("auto", "householder", "tsqr")
 
@@ -142,7 +143,7 @@ def tsqr(a: DArray) -> tuple[DArray, DArray]:
     Rs = comm.allgatherv(R1.contiguous(), [r * n for r in rows]).view(sum(rows), n)
     Q2, R = torch.linalg.qr(Rs)                                          # Q2, R := qr(R_*)
     off = sum(rows[:comm.rank])
-    Q = Q1 @ Q2[off: off + rows[comm.rank]]                              # Q_i := Q1_i Q2_i
+    Q = tall_product(Q1, Q2[off: off + rows[comm.rank]])                 # Q_i := Q1_i Q2_i
     return (DArray(Q.contiguous(), (a.shape[0], R.shape[0]), a.layout, g),
             DArray(R.contiguous(), tuple(R.shape), Layout(None, None), g))
 
