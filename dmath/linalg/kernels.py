@@ -25,7 +25,7 @@ import contextlib
 import numpy as np
 import torch
 
-from ..runtime import agreed
+from ..runtime import agreed, capture
 from ..runtime.plans import PlanCache
 from . import kernel_choice, profile
 from .lapacke import openblas
@@ -55,8 +55,11 @@ def blas_available() -> bool:
 
 
 def kernel_for(device: torch.device, dtype: torch.dtype) -> str:
-    """Name of the kernel a GEMM of ``dtype`` on ``device`` runs."""
-    if device.type != "cpu" or dtype not in (torch.float32, torch.float64):
+    """Name of the kernel a GEMM of ``dtype`` on ``device`` runs: torch's while a step
+    is captured (``runtime.capture``: a CPU step's replay re-runs recorded aten
+    operations, and OpenBLAS called through ctypes is none)."""
+    if device.type != "cpu" or dtype not in (torch.float32, torch.float64) \
+            or capture.active() is not None:
         return "torch"
     if _FORCED[0] is not None:
         return _FORCED[0]
@@ -228,8 +231,8 @@ def _blas_gemv(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def gemv_kernel_for(device: torch.device, dtype: torch.dtype) -> str:
     """Name of the kernel a matrix-vector product of ``dtype`` on ``device`` runs: its own
     measured entry (``kernel_choice``, "gemv"), or the kernel ``set_local_kernel`` /
-    ``DMATH_CPU_GEMM`` force."""
-    if device.type != "cpu" or dtype not in _GEMV_DTYPES:
+    ``DMATH_CPU_GEMM`` force; torch's while a step is captured (as ``kernel_for``)."""
+    if device.type != "cpu" or dtype not in _GEMV_DTYPES or capture.active() is not None:
         return "torch"
     if _FORCED[0] is not None:
         return _FORCED[0]
