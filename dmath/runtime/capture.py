@@ -46,7 +46,8 @@ def capturing(values: "StepValues"):
 
 
 class StepValues:
-    """Named float64 / int64 scalars in device memory, rewritten before each replay.
+    """Named float64 / int64 scalars in device memory (each float also as float32),
+    rewritten before each replay.
 
     A name's kind (float or int) and slot are fixed by the first ``write``
     that has it; ``get`` returns the slot as a 0-dim tensor (a view, so a
@@ -68,19 +69,21 @@ class StepValues:
     def __init__(self, device: torch.device, slots: int = SLOTS):
         self.device = torch.device(device)
         n = self.size = max(self.SLOTS, int(slots))
-        self._dev = torch.zeros(2 * n, dtype=torch.int64, device=self.device)
+        words = 2 * n + (n + 1) // 2                     # float64, int64, float32 slots
+        self._dev = torch.zeros(words, dtype=torch.int64, device=self.device)
         self.f64 = self._dev[:n].view(torch.float64)
-        self.i64 = self._dev[n:]
+        self.i64 = self._dev[n:2 * n]
+        self.f32 = self._dev[2 * n:].view(torch.float32)[:n]
         self.slots: dict[str, tuple[bool, int]] = {}      # name -> (is int, slot)
         self.current: dict[str, float | int] = {}         # the numbers written last
         self._plan: tuple | None = None                  # (names, [(is int, slot)]) of the last write
         pin = self.device.type == "cuda"
         self._ring = []
         for _ in range(self.RING if pin else 1):
-            host = torch.zeros(2 * n, dtype=torch.int64, pin_memory=pin)
+            host = torch.zeros(words, dtype=torch.int64, pin_memory=pin)
             h = host.numpy()
-            self._ring.append((host, h[:n].view(np.float64), h[n:],
-                               torch.cuda.Event() if pin else None))
+            self._ring.append((host, h[:n].view(np.float64), h[n:2 * n],
+                               h[2 * n:].view(np.float32)[:n], torch.cuda.Event() if pin else None))
         self._used = [False] * len(self._ring)           # its event recorded once
         self._next = 0
 
@@ -103,27 +106,33 @@ class StepValues:
         if plan is None or plan[0] != names:
             plan = self._plan = (names, self._slots_of(names))
         k = self._next
-        host, f, i, ev = self._ring[k]
+        host, f, i, f32, ev = self._ring[k]
         if self._used[k]:
             ev.synchronize()            # the copy from this buffer, RING writes ago, is over
         for (is_int, slot), v in zip(plan[1], values.values()):
             if is_int:
                 i[slot] = v
             else:
-                f[slot] = v
+                f[slot] = f32[slot] = v          # float32: rounded as torch's .to() rounds
         self._dev.copy_(host, non_blocking=ev is not None)
         if ev is not None:
             ev.record()
             self._used[k] = True
             self._next = (k + 1) % len(self._ring)
 
-    def get(self, name: str) -> torch.Tensor:
-        """The 0-dim device tensor that holds ``name`` (written before the capture)."""
+    def get(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The 0-dim device tensor that holds ``name`` (written before the capture); a
+        float value in ``dtype`` float32 is its own slot (written rounded on the host: no
+        conversion kernel in the graph), another ``dtype`` a conversion of the float64."""
         if name not in self.slots:
             raise KeyError(f"step value {name!r} is read by the captured step but was not "
                            f"written before the capture (written: {sorted(self.slots)})")
         is_int, slot = self.slots[name]
-        return (self.i64 if is_int else self.f64)[slot]
+        if is_int:
+            return self.i64[slot] if dtype in (None, torch.int64) else self.i64[slot].to(dtype)
+        if dtype is None or dtype == torch.float64:
+            return self.f64[slot]
+        return self.f32[slot] if dtype == torch.float32 else self.f64[slot].to(dtype)
 
 
 __all__ = ["StepValues", "active", "capturing"]

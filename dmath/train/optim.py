@@ -77,7 +77,7 @@ def _sgd_update(masters: list, grads: list, bufs: list | None, lr: float, moment
     if values is None:
         torch._foreach_add_(ps, gs, alpha=-lr)
     else:                                          # a captured step: lr from device memory
-        torch._foreach_add_(ps, torch._foreach_mul(gs, values.get("opt.neg_lr").to(ps[0].dtype)))
+        torch._foreach_add_(ps, torch._foreach_mul(gs, values.get("opt.neg_lr", ps[0].dtype)))
     _touch([masters[k] for k in keep])
 
 
@@ -95,7 +95,7 @@ def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, beta
     values = capture.active()
     if weight_decay and decoupled:
         torch._foreach_mul_(ps, 1 - lr * weight_decay if values is None else
-                            values.get("opt.decay").to(ps[0].dtype))
+                            values.get("opt.decay", ps[0].dtype))
     elif weight_decay:
         gs = torch._foreach_add(gs, ps, alpha=weight_decay)
     torch._foreach_lerp_(ms, gs, 1 - b1)
@@ -108,9 +108,9 @@ def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, beta
         torch._foreach_add_(denom, eps)
         torch._foreach_addcdiv_(ps, ms, denom, [n["opt.step_size"] for n in num])
     else:             # a captured step (torch's capturable Adam): p += m / (denom / step_size)
-        torch._foreach_div_(denom, values.get("opt.c2").to(ps[0].dtype))
+        torch._foreach_div_(denom, values.get("opt.c2", ps[0].dtype))
         torch._foreach_add_(denom, eps)
-        torch._foreach_div_(denom, values.get("opt.step_size").to(ps[0].dtype))
+        torch._foreach_div_(denom, values.get("opt.step_size", ps[0].dtype))
         torch._foreach_addcdiv_(ps, ms, denom)
     _touch(*([a[k] for k in keep] for a in (masters, m1, m2)))
 
