@@ -29,6 +29,9 @@
 #                                          # phases on 16 and 4 CPU ranks (spectral_phases.py)
 #   bash benchmarks/gpu_session.sh round3h  # CUDA capture tests, graph_host.py, LeNet replay kernels
 #   bash benchmarks/gpu_session.sh round3i  # eigvalsh / svdvals vs band width on 16 and 4 CPU ranks
+#   bash benchmarks/gpu_session.sh round3j  # CUDA capture tests, graph_host.py, replay kernels, GPU
+#                                          # solvers, skinny_gemm.py on the host's CPU
+#   bash benchmarks/gpu_session.sh round3k  # eigh/svd on 16 and 4 CPU ranks (n = 2048), 16 (n = 4096)
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
 #                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
 #                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
@@ -215,6 +218,32 @@ case "${1:-tests}" in
     step kernels
     timeout 90 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 40 2>&1 \
         | tee "$OUT/r3h_kernels.log" | grep -v "^| " | tail -4
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3j)  # < 400 s: the captured-step tests on CUDA and graph_host.py (float32 step values),
+            # the kernels inside a LeNet replay, GPU solvers; the host's MKL on tall, narrow products
+    t0=$SECONDS
+    graph_checks 150
+    step kernels
+    timeout 90 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 40 2>&1 \
+        | tee "$OUT/r3j_kernels.log" | grep -v "^| " | tail -4
+    step solvers
+    timeout 70 python3 benchmarks/solvers.py --gpu --n 4096 --spectral-n 2048 --repeats 2 2>&1 \
+        | tee "$OUT/r3j_solvers_gpu.log" | tail -10
+    step skinny
+    DMATH_DEVICE=cpu timeout 60 python3 benchmarks/skinny_gemm.py 2>&1 | tee "$OUT/r3j_skinny.log"
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3k)  # < 560 s, the host's CPUs: eigh / svd vs scipy threads and ScaLAPACK on 16 and 4 ranks
+            # at n = 2048, then 16 ranks at n = 4096 (carry .venv/scalapack/debs, .whl)
+    export DMATH_DEVICE=cpu
+    t0=$SECONDS
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    for pn in "16 2048 130 x" "4 2048 130 x" "16 4096 240 --no-single"; do set -- $pn
+      step "spectral, $1 ranks, n = $2"
+      timeout $3 python3 benchmarks/solvers.py --spectral --ranks $1 --sizes $2 --nb 64 --repeats 1 \
+          --no-doc ${4%x} 2>&1 | tee "$OUT/r3k_spectral_$1_$2.log" | tail -10
+    done
     step "done after $((SECONDS - t0)) s"
     ;;
   round3i)  # < 200 s, the host's CPUs: eigvalsh / svdvals against the band width on 16 and 4 ranks

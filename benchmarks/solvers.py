@@ -341,10 +341,11 @@ def worker_spectral(args) -> None:
 
 
 def spectral(args) -> None:
-    """Table: dmath on 1 and --ranks ranks next to scipy with as many threads."""
+    """Table: dmath on 1 (unless --no-single) and --ranks ranks next to scipy with as many
+    threads."""
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
-        for p in sorted({1, args.ranks}):
+        for p in [args.ranks] if args.no_single else sorted({1, args.ranks}):
             common = ["--spectral", "--n", str(n), "--nb", str(args.nb), "--repeats",
                       str(args.repeats), "--routines", ",".join(SPECTRAL)]
             mine = mpirun(p, common + (["--scalapack"] if have_scalapack() and p > 1 else []))

@@ -107,6 +107,31 @@ def test_gemv_has_its_own_entry(fresh, monkeypatch):
     assert len(calls) == 1
 
 
+def test_tall_products_take_the_measured_form(fresh, monkeypatch):
+    """A tall, narrow product runs the "tall" entry's form (measured once), forced forms
+    give the same numbers, and a short or wide product never asks."""
+    path, calls = fresh
+    monkeypatch.delenv("DMATH_CPU_TALL", raising=False)
+    a = torch.randn(301, 67, dtype=torch.float64)
+    b = torch.randn(67, 9, dtype=torch.float64)
+    want = a.numpy() @ b.numpy()
+    got = kernels.tall_product(a, b)                      # the fake's choice: transposed
+    assert calls == ["tall float64 large"] and got.stride() == (1, 301)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(kernels.local_gemm(a, b).numpy(), want, rtol=1e-12)
+    assert kernels.local_gemm(a, b).is_contiguous()
+    kernels.tall_product(a[:20], b)                       # 4 w > m: A @ B, nothing measured
+    assert calls == ["tall float64 large"]
+    for forced in ("torch", "transposed"):
+        monkeypatch.setenv("DMATH_CPU_TALL", forced)
+        kernels._KERNELS.clear()
+        kernel_choice._MEMO.clear()
+        assert kernels.tall_kernel_for(torch.float32) == forced
+        got = kernels.tall_product(a, b)
+        assert got.is_contiguous() == (forced == "torch")
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+
+
 def test_a_new_version_measures_again(fresh, monkeypatch):
     path, calls = fresh
     kernel_choice.choice("getrf", torch.float32, 1000)
@@ -142,7 +167,8 @@ def test_the_environment_forces_a_kernel(fresh, monkeypatch):
 
 def test_the_real_measurement_names_a_kernel(tmp_path, monkeypatch):
     monkeypatch.setenv("DMATH_TUNE_FILE", str(tmp_path / "tune.json"))
-    for name in ("gemm float32 large", "gemv float64 large", "potrf float64 small", "getrf float32 small",
+    for name in ("gemm float32 large", "gemv float64 large", "tall float64 large", "potrf float64 small",
+                 "getrf float32 small",
                  "geqrf float64 small", "getrf float64 panel", "geqrf float32 panel"):
         got = kernel_choice.measure(name, repeats=2)
         kinds = kernel_choice.kernels(name)

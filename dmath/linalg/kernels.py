@@ -107,14 +107,22 @@ def _mixed_mm(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Ten
 
 
 def tall_product(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """A @ B for a tall, narrow float64 result (m x w, w << m), computed on the CPU as
-    (B^T A^T)^T and returned as that transposed view: MKL's dgemm (torch's on the CPU)
-    runs 1.6-2.8x slower when the result's narrow side is its column-major M (2048 x 1024
-    times 1024 x 32, one thread: 20 against 36 GF/s; float32 shows no such gap;
+    """A @ B for a tall, narrow result (m x w, 4 w <= m), on the CPU in the form
+    ``kernel_choice`` measured faster ("tall"): torch's ``A @ B``, or (B^T A^T)^T returned
+    as that transposed view (MKL's gemm can be 1.6-2.8x slower when the result's narrow side
+    is its column-major M, and 1.2-1.8x faster: the 2-core VM and the lent host disagree;
     ``benchmarks/skinny_gemm.py``)."""
-    if A.device.type != "cpu" or A.dtype != torch.float64 or 4 * B.shape[1] > A.shape[0]:
-        return A @ B
-    return (B.T @ A.T).T
+    if A.device.type == "cpu" and 4 * B.shape[1] <= A.shape[0] and A.dtype in _GEMV_DTYPES \
+            and tall_kernel_for(A.dtype) == "transposed":
+        return (B.T @ A.T).T
+    return A @ B
+
+
+def tall_kernel_for(dtype: torch.dtype) -> str:
+    """The measured form of a tall, narrow CPU product of ``dtype`` (``tall_product``)."""
+    key = ("tall", dtype, torch.get_num_threads(), profile._mtime(), agreed.is_agreed())
+    k = _KERNELS.get(key)
+    return k if k is not None else _KERNELS.put(key, kernel_choice.choice("tall", dtype))
 
 
 def _torch_gemm(a, b, out, alpha, beta, dtype):
