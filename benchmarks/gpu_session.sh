@@ -32,6 +32,7 @@
 #   bash benchmarks/gpu_session.sh round3j  # CUDA capture tests, graph_host.py, replay kernels, GPU
 #                                          # solvers, skinny_gemm.py on the host's CPU
 #   bash benchmarks/gpu_session.sh round3k  # eigh/svd on 16 and 4 CPU ranks (n = 2048), 16 (n = 4096)
+#   bash benchmarks/gpu_session.sh round3l  # eigh/svd on 4 CPU ranks (n = 2048); 16 ranks n = 8192
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
 #                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
 #                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
@@ -244,6 +245,20 @@ case "${1:-tests}" in
       timeout $3 python3 benchmarks/solvers.py --spectral --ranks $1 --sizes $2 --nb 64 --repeats 1 \
           --no-doc ${4%x} 2>&1 | tee "$OUT/r3k_spectral_$1_$2.log" | tail -10
     done
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3l)  # < 560 s, the host's CPUs: eigh / svd on 4 ranks (n = 2048), then eigh, eigvalsh and
+            # svdvals on 16 ranks at n = 8192, one cold run each (carry .venv/scalapack/debs, .whl)
+    export DMATH_DEVICE=cpu
+    t0=$SECONDS
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    step "spectral, 4 ranks, n = 2048"
+    timeout 170 python3 benchmarks/solvers.py --spectral --ranks 4 --sizes 2048 --nb 64 --repeats 1 \
+        --no-doc --no-single 2>&1 | tee "$OUT/r3l_spectral_4_2048.log" | tail -6
+    step "spectral, 16 ranks, n = 8192"
+    timeout $((550 - SECONDS + t0)) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
+        --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh,svdvals,eigh 2>&1 \
+        | tee "$OUT/r3l_spectral_16_8192.log" | tail -6
     step "done after $((SECONDS - t0)) s"
     ;;
   round3i)  # < 200 s, the host's CPUs: eigvalsh / svdvals against the band width on 16 and 4 ranks
