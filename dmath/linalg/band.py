@@ -4,11 +4,12 @@
 ELPA's first stage); ``general``: A = Q1 B P1^T, B upper triangular with b
 super-diagonals (ge2tb). For each panel of b columns k .. k+b:
 
-    P        := A[:, panel]                 replicated (one all-reduce, n x b)
-    V, T, R  := geqrf(P[k+b:])              redundantly on every rank
+    P        := A[k:, panel]                replicated (one all-reduce, (n - k) x b)
+    V, T, R  := geqrf(P[b:])                redundantly on every rank
     symmetric:
-      Y      := A22 V T                      local GEMM + one all-reduce (n x b)
-      X      := Y - V (T^T V^T Y) / 2
+      Y      := A22 V T                      my rows: local GEMM + all-reduce along the grid row
+      X      := Y - V (T^T V^T Y) / 2        V^T Y: a b x b all-reduce down the grid column
+      X      := all of X's rows              all-gather down the grid column
       A22   -= V X^T + X V^T                 one local GEMM (rank 2b)
     general: the same with one-sided updates, then the row panel
       A[k:, rest] -= V T^T (V^T A)           all-reduce down grid columns
@@ -65,23 +66,27 @@ def symmetric(M: BC, b: int) -> np.ndarray:
     k = 0
     while k < n:
         kb = min(b, n - k)
-        P = reflectors.cols(M, k, k + kb)
-        _put(band, P[k:k + kb].double().cpu().numpy(), k, k, lower=True)
+        P = reflectors.cols(M, k, k + kb, first=k)                  # rows k..n-1
+        _put(band, P[:kb].double().cpu().numpy(), k, k, lower=True)
         s = k + kb                                   # first row below the panel's band
         if n - s >= 2:
-            V, T, R = _qr(P[s:])
+            V, T, R = _qr(P[kb:])
             _put(band, R.double().cpu().numpy(), s, k, lower=True)
             r0, c0 = M.lrow(s), M.lcol(s)
-            Y = torch.zeros((n - s, V.shape[1]), dtype=a.dtype, device=a.device)
-            if r0 < a.shape[0] and c0 < a.shape[1]:
-                Y[gr_t[r0:] - s] = tall_product(a[r0:, c0:], V[gc_t[c0:] - s] @ T)
-            Y = M.grid.world.allreduce(Y)                            # Y := A22 V T
-            X = Y - 0.5 * V @ (T.T @ (V.T @ Y))
+            rr, cc = gr_t[r0:] - s, gc_t[c0:] - s
+            Vr = V[rr]
+            if c0 < a.shape[1]:                                      # my rows of Y := A22 V T
+                Y = M.row.allreduce(tall_product(a[r0:, c0:], V[cc] @ T))
+            else:
+                Y = M.row.allreduce(torch.zeros((len(rr), V.shape[1]), dtype=a.dtype,
+                                                device=a.device))
+            W = Vr.T @ Y                                             # V^T Y: down the grid column
+            X = Y - 0.5 * Vr @ (T.T @ (M.col.allreduce(W) if M.pr > 1 else W))
+            Xc = M.gather_rows(X, s)                                 # X's rows >= s, global order
             if r0 < a.shape[0] and c0 < a.shape[1]:                  # A22 -= V X^T + X V^T
-                rr, cc = gr_t[r0:] - s, gc_t[c0:] - s
-                sub_gemm(a[r0:, c0:], torch.cat([V[rr], X[rr]], 1), torch.cat([X[cc], V[cc]], 1).T)
+                sub_gemm(a[r0:, c0:], torch.cat([Vr, X], 1), torch.cat([Xc[cc], V[cc]], 1).T)
         elif n - s == 1:
-            _put(band, P[s:].double().cpu().numpy(), s, k, lower=True)
+            _put(band, P[kb:].double().cpu().numpy(), s, k, lower=True)
         k = s
     return band
 
@@ -95,8 +100,8 @@ def general(M: BC, b: int) -> np.ndarray:
     for k in range(0, n, b):
         kb = min(b, n - k)
         s = k + kb
-        P = reflectors.cols(M, k, s)
-        V, T, R = _qr(P[k:])                                         # column panel: QR
+        P = reflectors.cols(M, k, s, first=k)                        # rows k..m-1
+        V, T, R = _qr(P)                                             # column panel: QR
         _put(band, R[:, :kb].double().cpu().numpy(), k, k, lower=False)
         r0, c0 = M.lrow(k), M.lcol(s)
         if c0 < a.shape[1]:                                          # A[k:, rest] := Q^T A
@@ -107,11 +112,11 @@ def general(M: BC, b: int) -> np.ndarray:
             sub_gemm(a[r0:, c0:], Vl, T.T @ W)
         if n - s < 1:
             continue
-        Rw = reflectors.rows(M, k, s)                                # row panel: LQ
+        Rw = reflectors.rows(M, k, s, first=s)                       # row panel (columns s..): LQ
         if n - s == 1:
-            _put(band, Rw[:, s:].T.double().cpu().numpy(), k, s, lower=False, transpose=True)
+            _put(band, Rw.T.double().cpu().numpy(), k, s, lower=False, transpose=True)
             continue
-        U, Tu, L = _qr(Rw[:, s:].T)
+        U, Tu, L = _qr(Rw.T)
         _put(band, L.double().cpu().numpy(), k, s, lower=False, transpose=True)
         r1 = M.lrow(s)
         if r1 < a.shape[0]:                                          # A[rest, rest] := A H

@@ -31,23 +31,23 @@ def larfg(x: torch.Tensor) -> tuple[float, float, torch.Tensor]:
     return beta, (beta - alpha) / beta, v
 
 
-def cols(M: BC, c0: int, c1: int) -> torch.Tensor:
-    """Columns c0:c1 of M, all m rows, replicated on every rank."""
-    out = torch.zeros((M.m, c1 - c0), dtype=M.a.dtype, device=M.a.device)
-    l0, l1 = M.lcol(c0), M.lcol(c1)
-    if l1 > l0 and M.a.shape[0]:
+def cols(M: BC, c0: int, c1: int, first: int = 0) -> torch.Tensor:
+    """Columns c0:c1 of M, rows first..m-1, replicated on every rank."""
+    out = torch.zeros((M.m - first, c1 - c0), dtype=M.a.dtype, device=M.a.device)
+    l0, l1, f = M.lcol(c0), M.lcol(c1), M.lrow(first)
+    if l1 > l0 and M.a.shape[0] > f:
         gc = M.gcols()[l0:l1] - c0
-        out[M.index(M.grows())[:, None], M.index(gc)[None, :]] = M.a[:, l0:l1]
+        out[M.index(M.grows()[f:] - first)[:, None], M.index(gc)[None, :]] = M.a[f:, l0:l1]
     return M.grid.world.allreduce(out)
 
 
-def rows(M: BC, r0: int, r1: int) -> torch.Tensor:
-    """Rows r0:r1 of M, all n columns, replicated on every rank."""
-    out = torch.zeros((r1 - r0, M.n), dtype=M.a.dtype, device=M.a.device)
-    l0, l1 = M.lrow(r0), M.lrow(r1)
-    if l1 > l0 and M.a.shape[1]:
+def rows(M: BC, r0: int, r1: int, first: int = 0) -> torch.Tensor:
+    """Rows r0:r1 of M, columns first..n-1, replicated on every rank."""
+    out = torch.zeros((r1 - r0, M.n - first), dtype=M.a.dtype, device=M.a.device)
+    l0, l1, f = M.lrow(r0), M.lrow(r1), M.lcol(first)
+    if l1 > l0 and M.a.shape[1] > f:
         gr = M.grows()[l0:l1] - r0
-        out[M.index(gr)[:, None], M.index(M.gcols())[None, :]] = M.a[l0:l1]
+        out[M.index(gr)[:, None], M.index(M.gcols()[f:] - first)[None, :]] = M.a[l0:l1, f:]
     return M.grid.world.allreduce(out)
 
 
