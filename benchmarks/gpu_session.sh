@@ -247,18 +247,23 @@ case "${1:-tests}" in
     done
     step "done after $((SECONDS - t0)) s"
     ;;
-  round3l)  # < 560 s, the host's CPUs: eigh / svd on 4 ranks (n = 2048), then eigh, eigvalsh and
-            # svdvals on 16 ranks at n = 8192, one cold run each (carry .venv/scalapack/debs, .whl)
+  round3l)  # < 560 s, the host's CPUs: eigh / svd on 4 ranks (n = 2048), eigvalsh / svdvals on 16
+            # (n = 4096), then eigvalsh, svdvals, eigh on 16 ranks at n = 8192, one cold run each
+            # (carry .venv/scalapack/debs, .whl)
     export DMATH_DEVICE=cpu
     t0=$SECONDS
     python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
     step "spectral, 4 ranks, n = 2048"
     timeout 170 python3 benchmarks/solvers.py --spectral --ranks 4 --sizes 2048 --nb 64 --repeats 1 \
-        --no-doc --no-single 2>&1 | tee "$OUT/r3l_spectral_4_2048.log" | tail -6
-    step "spectral, 16 ranks, n = 8192"
-    timeout $((550 - SECONDS + t0)) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
-        --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh,svdvals,eigh 2>&1 \
-        | tee "$OUT/r3l_spectral_16_8192.log" | tail -6
+        --no-doc --no-single 2>&1 | tee "$OUT/r3l_spectral_4_2048.log" | tail -4
+    step "eigvalsh, svdvals, 16 ranks, n = 4096"
+    timeout 70 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 4096 --nb 64 --repeats 1 \
+        --no-doc --no-single --routines eigvalsh,svdvals 2>&1 | tee "$OUT/r3l_spectral_16_4096.log" | tail -2
+    for r in eigvalsh svdvals eigh; do
+      step "$r, 16 ranks, n = 8192"
+      timeout $((555 - SECONDS + t0)) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
+          --nb 64 --repeats 0 --no-doc --no-single --routines $r 2>&1 | tee "$OUT/r3l_${r}_16_8192.log" | tail -1
+    done
     step "done after $((SECONDS - t0)) s"
     ;;
   round3i)  # < 200 s, the host's CPUs: eigvalsh / svdvals against the band width on 16 and 4 ranks
