@@ -29,7 +29,10 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.setattr(kernel_choice, "measure", fake)
     kernel_choice._MEMO.clear()
     kernels._KERNELS.clear()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                     # one thread: GEMM and GEMV are measured too
     yield tmp_path / "tune.json", calls
+    torch.set_num_threads(threads)
     kernel_choice._MEMO.clear()
     kernels._KERNELS.clear()
     profile._fingerprint.cache_clear()
@@ -130,6 +133,22 @@ def test_tall_products_take_the_measured_form(fresh, monkeypatch):
         got = kernels.tall_product(a, b)
         assert got.is_contiguous() == (forced == "torch")
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+
+
+def test_several_threads_keep_gemm_on_torch(fresh, monkeypatch):
+    """With more than one thread GEMM and GEMV run torch's kernel unmeasured (OpenBLAS's and
+    OpenMP's spinning workers starve each other); LAPACK entries are still measured, and the
+    environment still forces."""
+    path, calls = fresh
+    torch.set_num_threads(2)
+    kernel_choice._MEMO.clear()
+    assert kernels.kernel_for(CPU, torch.float32) == "torch"
+    assert kernels.gemv_kernel_for(CPU, torch.float64) == "torch"
+    assert kernel_choice.choice("potrf", torch.float64, 4096) == "scipy"
+    assert calls == ["potrf float64 large"]
+    monkeypatch.setenv("DMATH_CPU_GEMM", "blas")
+    kernels._KERNELS.clear()
+    assert kernels.kernel_for(CPU, torch.float64) == "blas"
 
 
 def test_a_new_version_measures_again(fresh, monkeypatch):
