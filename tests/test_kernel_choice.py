@@ -135,20 +135,26 @@ def test_tall_products_take_the_measured_form(fresh, monkeypatch):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
 
 
-def test_several_threads_keep_gemm_on_torch(fresh, monkeypatch):
-    """With more than one thread GEMM and GEMV run torch's kernel unmeasured (OpenBLAS's and
-    OpenMP's spinning workers starve each other); LAPACK entries are still measured, and the
-    environment still forces."""
+def test_several_threads_keep_small_products_on_torch(fresh, monkeypatch):
+    """With more than one thread, GEMV and small GEMMs run torch's kernel (OpenBLAS's and
+    OpenMP's spinning workers starve each other); large GEMMs and LAPACK keep the measured
+    kernel, and the environment still forces."""
     path, calls = fresh
     torch.set_num_threads(2)
     kernel_choice._MEMO.clear()
-    assert kernels.kernel_for(CPU, torch.float32) == "torch"
     assert kernels.gemv_kernel_for(CPU, torch.float64) == "torch"
+    assert kernels.kernel_for(CPU, torch.float32) == "blas"              # the fake's choice
+    assert kernels.gemm_kernel(CPU, torch.float32, 8 * 576 * 128) == "torch"
+    assert kernels.gemm_kernel(CPU, torch.float32, 4096 ** 3) == "blas"
     assert kernel_choice.choice("potrf", torch.float64, 4096) == "scipy"
-    assert calls == ["potrf float64 large"]
+    assert calls == ["gemm float32 large", "potrf float64 large"]
     monkeypatch.setenv("DMATH_CPU_GEMM", "blas")
     kernels._KERNELS.clear()
-    assert kernels.kernel_for(CPU, torch.float64) == "blas"
+    assert kernels.gemm_kernel(CPU, torch.float32, 8 * 576 * 128) == "blas"
+    torch.set_num_threads(1)
+    monkeypatch.delenv("DMATH_CPU_GEMM")
+    kernels._KERNELS.clear()
+    assert kernels.gemm_kernel(CPU, torch.float32, 8 * 576 * 128) == "blas"
 
 
 def test_a_new_version_measures_again(fresh, monkeypatch):

@@ -295,8 +295,9 @@ def sub_gemm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> None:
     if C.numel() == 0 or A.shape[1] == 0:
         return
     if C.device.type == "cpu" and C.dtype in (torch.float32, torch.float64):
-        from .kernels import kernel_for
-        if kernel_for(C.device, C.dtype) == "blas" and _cblas() is not None:
+        from .kernels import gemm_kernel
+        if gemm_kernel(C.device, C.dtype, C.numel() * A.shape[1]) == "blas" \
+                and _cblas() is not None:
             c, a, b = _rowmajor(C), _rowmajor(A), _rowmajor(B)
             if c is not None and c[0] == 111 and a is not None and b is not None:
                 f = _cblas()[C.dtype == torch.float32]

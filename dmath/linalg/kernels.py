@@ -71,6 +71,23 @@ def kernel_for(device: torch.device, dtype: torch.dtype) -> str:
     return k if k is not None else _KERNELS.put(key, _kernel_for(device, dtype))
 
 
+THREADED_SMALL = 1 << 24      # m k n of a GEMM below which several threads keep torch's kernel
+
+
+def gemm_kernel(device: torch.device, dtype: torch.dtype, mkn: int) -> str:
+    """The kernel an m x k times k x n GEMM (``mkn`` = m k n) runs: ``kernel_for``'s, but
+    torch's for a small product in a process of several threads (OpenBLAS's and OpenMP's
+    spinning workers starve each other when small calls alternate; see
+    ``kernel_choice.TORCH_WHEN_THREADED``: a LeNet batch-8 step on 2 threads 16.1 against 3.2
+    ms). Large products keep the measured kernel (OpenBLAS 8-13% faster than MKL at 4096
+    with 2 threads on the VM)."""
+    k = kernel_for(device, dtype)
+    if k == "blas" and mkn < THREADED_SMALL and _FORCED[0] is None \
+            and torch.get_num_threads() > 1 and kernel_choice.forced_kernel("gemm") is None:
+        return "torch"
+    return k
+
+
 def _kernel_for(device: torch.device, dtype: torch.dtype) -> str:
     prof, measured = profile.load(device)
     rates = prof["gamma"].get(str(dtype).removeprefix("torch."), {}) if measured else {}
@@ -210,7 +227,8 @@ def local_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None
     if b.shape[1] == 1 and out is None and alpha == 1 and a.dtype == dtype == b.dtype \
             and a.device.type == "cpu" and dtype in _GEMV_DTYPES:
         return local_gemv(a, b[:, 0]).unsqueeze(1)
-    if a.dtype == dtype and a.device.type == "cpu" and kernel_for(a.device, dtype) == "blas":
+    if a.dtype == dtype and a.device.type == "cpu" \
+            and gemm_kernel(a.device, dtype, a.shape[0] * a.shape[1] * b.shape[1]) == "blas":
         return _blas_gemm(a, b, out, alpha, beta)
     if a.is_cuda and torch.float32 in (a.dtype, dtype) and a.dtype not in HALF:
         with _cuda_fp32_precision("tf32" if tf32_enabled() else "ieee"):
