@@ -282,6 +282,33 @@ for gi, grid in enumerate(grids()):
         C.ok(case_nan(grid, lay))
 
 
+def case_band_traffic():
+    """eigvalsh's band reduction on a 2 x 2 grid all-reduces each panel's rows k.. and, per
+    rank, only its grid row's rows of Y = A V T (and V^T Y, b x b), not an (n - s) x b sum
+    over the world per panel: the bytes it all-reduces stay within that bound, which is
+    below the world-wide scheme's."""
+    from dmath.linalg import band
+    from dmath.runtime.comm import STATS
+    grid = dmath.Grid((2, 2))
+    n, nb = 400, 8
+    b = band.width(nb)
+    a = symmetric(n, "random")
+    A = dmath.from_numpy(a, dmath.block_cyclic(nb), grid=grid)
+    la.eigvalsh(A, nb=nb)
+    before = STATS.snapshot()["bytes_sent"].get("allreduce", 0)
+    w = host(la.eigvalsh(A, nb=nb))
+    sent = STATS.snapshot()["bytes_sent"].get("allreduce", 0) - before
+    assert np.allclose(w, np.linalg.eigvalsh(a), atol=1e-10 * n1(a))
+    mine = world_rows = 0
+    for k in range(0, n, b):
+        s = min(k + b, n)
+        rows = -(-(n - s) // (2 * nb)) * nb               # a grid row's share of rows >= s, at most
+        mine += 8 * ((n - k) * b + rows * b + (b * b if n - s >= 2 else 0))
+        world_rows += 8 * ((n - k) * b + (n - s) * b)
+    assert sent <= mine + 4096 < world_rows, (sent, mine, world_rows)
+    return 1
+
+
 def case_onestage_reductions():
     """tridred: the reductions' two loops (onestage's local BLAS and the torch ops the
     GPU runs) give the same tridiagonal / bidiagonal, with numpy's spectrum, on an
@@ -474,4 +501,6 @@ def svd_vectors_cases() -> int:
 
 
 C.ok(svd_vectors_cases())
+if p == 4:
+    C.ok(case_band_traffic())
 C.report()
