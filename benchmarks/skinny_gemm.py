@@ -12,20 +12,9 @@ code uses the transposed form where the result is tall and narrow (``_bc.tall_pr
 from __future__ import annotations
 
 import argparse
-import time
 
-import numpy as np
 import torch
-
-
-def best(f, repeat: int) -> float:
-    f()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return min(ts)
+from _common import best_of
 
 
 def main() -> None:
@@ -44,11 +33,11 @@ def main() -> None:
             a = torch.randn(m, k, dtype=dtype)
             b = torch.randn(k, w, dtype=dtype)
             fl = 2.0 * m * k * w / 1e9
-            t1 = best(lambda: a @ b, args.repeat)
-            t2 = best(lambda: (b.T @ a.T).T, args.repeat)
+            t1 = best_of(lambda: a @ b, args.repeat, warmup=1)
+            t2 = best_of(lambda: (b.T @ a.T).T, args.repeat, warmup=1)
             an, bn = a.numpy(), b.numpy()
             with threadpool_limits(args.threads):
-                t3 = best(lambda: an @ bn, args.repeat)
+                t3 = best_of(lambda: an @ bn, args.repeat, warmup=1)
             print(f"| {str(dtype)[6:]} | {m} x {k} x {w} | {fl / t1:.1f} | {fl / t2:.1f} | "
                   f"{fl / t3:.1f} | {t1 / t2:.2f} |")
 
