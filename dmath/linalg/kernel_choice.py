@@ -96,13 +96,6 @@ AT_INIT = [f"{r} {d} large" for r in ("gemm", "gemv", "tall") for d in ("float32
     f"{r} {d} panel" for r in PANEL_ROUTINES for d in ("float32", "float64")]
 
 LARGE_ONLY = ("blocked",)                         # kernels measured for the large class only
-# With more than one thread, OpenBLAS's worker threads and torch's OpenMP threads each spin
-# after a call and take the cores from the other: a LeNet batch-8 step on the 2-core VM with 2
-# threads took 16.1 ms with OpenBLAS's GEMM against 3.2 ms with torch's (torch alone: 2.75),
-# while each kernel measured alone looks faster. So matrix-vector products of a process with
-# several threads stay on torch's kernel (not measured), and so do its small GEMMs
-# (``kernels.gemm_kernel``); one thread measures as before.
-TORCH_WHEN_THREADED = ("gemv",)
 MARGIN = 0.05        # minima closer than this (relative): a tie, the default kernel kept
 RECHECKS = 3         # measurements an uncertain entry gets (one per process that needs it)
 _MEMO: dict = {}                                  # (key(), entry) -> kernel, this process
@@ -239,19 +232,15 @@ def _settled(e: dict, name: str) -> bool:
 
 
 def table(entries: list[str]) -> dict[str, str]:
-    """entry -> kernel for ``entries``: forced by the environment, else torch's for GEMV in
-    a process of several threads (``TORCH_WHEN_THREADED``), else cached in the tune
+    """entry -> kernel for ``entries``: forced by the environment, else cached in the tune
     file, else measured now (and cached); an uncertain cached entry is measured again
     (its stored minima merged in) until it has had RECHECKS measurements."""
     cached = _read_file()
     out, todo = {}, []
-    threaded = torch.get_num_threads() > 1
     for name in entries:
         f = forced(name.split()[0])
         if f is not None:
             out[name] = f
-        elif threaded and name.split()[0] in TORCH_WHEN_THREADED:
-            out[name] = "torch"
         elif name in cached and _settled(cached[name], name):
             out[name] = cached[name]["choice"]
         else:

@@ -71,19 +71,27 @@ def kernel_for(device: torch.device, dtype: torch.dtype) -> str:
     return k if k is not None else _KERNELS.put(key, _kernel_for(device, dtype))
 
 
-THREADED_SMALL = 1 << 24      # m k n of a GEMM below which several threads keep torch's kernel
+# With more than one thread, OpenBLAS's worker threads and torch's OpenMP threads each spin
+# after a call and take the cores from the other when small calls alternate: a LeNet batch-8
+# step on the 2-core VM with 2 threads took 16.1 ms with OpenBLAS's GEMM against 3.2 ms with
+# torch's (torch alone: 2.75), while each kernel measured alone looks faster. So a process of
+# several threads runs its small GEMMs (m k n below THREADED_SMALL) and its GEMVs on torch's
+# kernel unless the kernel is forced; large GEMMs keep the measured one (OpenBLAS 8-13%
+# faster than MKL at 4096 with 2 threads on the VM). One thread per rank is unaffected.
+THREADED_SMALL = 1 << 24
+
+
+def _threaded_torch(routine: str) -> bool:
+    """Whether several threads keep ``routine``'s small calls on torch's kernel (not forced)."""
+    return torch.get_num_threads() > 1 and _FORCED[0] is None \
+        and kernel_choice.forced_kernel(routine) is None
 
 
 def gemm_kernel(device: torch.device, dtype: torch.dtype, mkn: int) -> str:
     """The kernel an m x k times k x n GEMM (``mkn`` = m k n) runs: ``kernel_for``'s, but
-    torch's for a small product in a process of several threads (OpenBLAS's and OpenMP's
-    spinning workers starve each other when small calls alternate; see
-    ``kernel_choice.TORCH_WHEN_THREADED``: a LeNet batch-8 step on 2 threads 16.1 against 3.2
-    ms). Large products keep the measured kernel (OpenBLAS 8-13% faster than MKL at 4096
-    with 2 threads on the VM)."""
+    torch's for a small product in a process of several threads (see THREADED_SMALL)."""
     k = kernel_for(device, dtype)
-    if k == "blas" and mkn < THREADED_SMALL and _FORCED[0] is None \
-            and torch.get_num_threads() > 1 and kernel_choice.forced_kernel("gemm") is None:
+    if k == "blas" and mkn < THREADED_SMALL and _threaded_torch("gemm"):
         return "torch"
     return k
 
@@ -257,7 +265,8 @@ def _blas_gemv(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def gemv_kernel_for(device: torch.device, dtype: torch.dtype) -> str:
     """Name of the kernel a matrix-vector product of ``dtype`` on ``device`` runs: its own
     measured entry (``kernel_choice``, "gemv"), or the kernel ``set_local_kernel`` /
-    ``DMATH_CPU_GEMM`` force; torch's while a step is captured (as ``kernel_for``)."""
+    ``DMATH_CPU_GEMM`` force; torch's while a step is captured (as ``kernel_for``) and,
+    unforced, in a process of several threads (see THREADED_SMALL)."""
     if device.type != "cpu" or dtype not in _GEMV_DTYPES or capture.active() is not None:
         return "torch"
     if _FORCED[0] is not None:
@@ -265,7 +274,8 @@ def gemv_kernel_for(device: torch.device, dtype: torch.dtype) -> str:
     key = ("gemv", device, dtype, torch.get_num_threads(), profile._mtime(), agreed.is_agreed())
     k = _KERNELS.get(key)
     if k is None:
-        k = kernel_choice.choice("gemv", dtype, device=device)
+        k = "torch" if _threaded_torch("gemv") else \
+            kernel_choice.choice("gemv", dtype, device=device)
         k = _KERNELS.put(key, k if k != "blas" or blas_available() else "torch")
     return k
 
