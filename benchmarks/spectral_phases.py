@@ -68,7 +68,7 @@ def main() -> None:
                              (reflectors, "cols", "  of which: panel columns"),
                              (reflectors, "rows", "  of which: panel rows"),
                              (band, "_qr", "  of which: panel QR"),
-                             (lapacke, "band_eigvals", "band -> values (dsbtrd)"),
+                             (lapacke, "band_eigvals", "band -> values (dsytrd_sb2st)"),
                              (lapacke, "band_svdvals", "band -> values (dgbbrd)")):
         wrap(mod, name, label)
     n, nb = args.n, args.nb

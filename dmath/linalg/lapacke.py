@@ -139,11 +139,44 @@ def eig_rows(d: np.ndarray, e: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray
 
 def band_eigvals(band: np.ndarray) -> np.ndarray:
     """Eigenvalues, ascending, of the symmetric band matrix in LAPACK's lower band
-    storage ((kd + 1) x n): dsbtrd (band -> tridiagonal, no vectors) and dsterf."""
-    from scipy.linalg import eig_banded
-    if band.shape[1] == 0:
+    storage ((kd + 1) x n): dsytrd_sb2st (band -> tridiagonal by Householder bulge
+    chasing, no vectors) and dsterf. dsytrd_sb2st is LAPACK 3.7's stage 2 of
+    dsyevd_2stage: 2x faster than dsbtrd's Givens rotations on one core here
+    (n = 4096, b = 32: 0.46 against 0.96 s with dsterf; n = 8192: 2.7 against 5.3 s).
+    dsbtrd (``scipy.linalg.eig_banded``) where the library lacks it."""
+    n = band.shape[1]
+    if n == 0:
         return np.zeros(0)
-    return eig_banded(band, lower=True, eigvals_only=True, check_finite=False)
+    f = _sb2st()
+    if f is None or band.shape[0] < 2:
+        from scipy.linalg import eig_banded
+        return eig_banded(band, lower=True, eigvals_only=True, check_finite=False)
+    kd = band.shape[0] - 1
+    ab = np.asfortranarray(band, dtype=np.float64).copy(order="F")
+    d, e = np.zeros(n), np.zeros(n)
+    size = np.zeros(2)                                    # workspace query: LHOUS, LWORK
+    _sb2st_call(f, n, kd, ab, d, e, size[:1], -1, size[1:], -1)
+    hous, work = np.zeros(max(1, int(size[0]))), np.zeros(max(1, int(size[1])))
+    _sb2st_call(f, n, kd, ab, d, e, hous, hous.size, work, work.size)
+    return eigvals(d, e[: n - 1])
+
+
+def _sb2st():
+    """LAPACK's dsytrd_sb2st from scipy's OpenBLAS (Fortran interface), or None."""
+    lib = openblas()
+    return getattr(lib, "scipy_dsytrd_sb2st_", None) if lib is not None else None
+
+
+def _sb2st_call(f, n: int, kd: int, ab, d, e, hous, lhous: int, work, lwork: int) -> None:
+    c, i, v = ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p
+    info = i(0)
+    ref = ctypes.byref
+    f(c(b"N"), c(b"N"), c(b"L"), ref(i(n)), ref(i(kd)), v(ab.ctypes.data), ref(i(kd + 1)),
+      v(d.ctypes.data), v(e.ctypes.data), v(hous.ctypes.data), ref(i(lhous)),
+      v(work.ctypes.data), ref(i(lwork)), ref(info),
+      ctypes.c_size_t(1), ctypes.c_size_t(1), ctypes.c_size_t(1))    # hidden string lengths
+    if info.value:
+        raise np.linalg.LinAlgError(f"eigh: dsytrd_sb2st failed (info {info.value})")
 
 
 def band_svdvals(band: np.ndarray) -> np.ndarray:

@@ -44,6 +44,7 @@ import math
 import numpy as np
 import torch
 
+from . import native
 from ._bc import BC, sub_gemm
 from .kernels import _limit_blas_threads
 from .lapacke import openblas
@@ -110,6 +111,11 @@ class Workspace:
         self.rows_whole = M.pr == 1             # local rows = global rows
         self.lrow = [M.lrow(g) for g in range(M.m + 1)]     # numroc as tables (per column)
         self.lcol = [M.lcol(g) for g in range(M.n + 1)]
+        self._symv = native.symv_lower(self.dt) if M.m == M.n else None
+        if self._symv is not None:                          # its index tables and scratch
+            self._gr64 = np.ascontiguousarray(self.gr, dtype=np.int64)
+            self._gc64 = np.ascontiguousarray(self.gc, dtype=np.int64)
+            self._work = np.zeros(2 * max(1, self.a.shape[1]), dtype=self.dt)
 
     # -- BLAS 2 on strided views -------------------------------------------------------
     def addr(self, arr: np.ndarray) -> int:
@@ -183,19 +189,35 @@ class Workspace:
             self.R[:, : 2 * kb] = 0
         return P, R
 
+    @property
+    def symmetric_product(self) -> bool:
+        """Whether ``product(symmetric=True)`` reads only the lower triangle (the
+        compiled ``native.symv_lower``; else it reads the stored square)."""
+        return self._symv is not None
+
     def product(self, x: np.ndarray, xs: int, r0: int, c0: int, trans: bool,
-                B: np.ndarray, c: int, by_rows: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                B: np.ndarray, c: int, by_rows: bool = False,
+                symmetric: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(y, B[xs:, :c]^T x[xs:]) in one all-reduce: y = A[r0:, c0:] x (rows r0..m) or,
         ``trans``, A[r0:, c0:]^T x (columns c0..n) of the stored A (x replicated, global
         indices, zero before ``xs``); ``by_rows``: B given transposed (B^T, c x N, the
-        panel stored by rows). Views into the buffer, valid until the next call."""
+        panel stored by rows). ``symmetric`` (r0 = c0, A symmetric): from the lower
+        triangle alone where ``symmetric_product``. Views into the buffer, valid until
+        the next call."""
         M, a, s = self.M, self.a, self.isz
         lr, lc = self.lrow[r0], self.lcol[c0]
         ny = (M.n - c0) if trans else (M.m - r0)
         buf = self.buf[: ny + c]
         y, ex = buf[:ny], buf[ny:]
         mine = lr < a.shape[0] and lc < a.shape[1]
-        if mine and not trans and self.rows_whole:          # y = the local rows: gemv into it
+        if symmetric and self._symv is not None:            # each stored element read once
+            y[:] = 0
+            if mine:
+                ld = a.shape[1]
+                self._symv(a.shape[0] - lr, ld - lc, self.pa + (lr * ld + lc) * s, ld,
+                           self._gr64.ctypes.data + 8 * lr, self._gc64.ctypes.data + 8 * lc,
+                           self.addr(x), self.pbuf, r0, self._work.ctypes.data)
+        elif mine and not trans and self.rows_whole:        # y = the local rows: gemv into it
             xl = x[self.gc[lc:]]                                # a fresh contiguous copy
             self._gemv(101, 111, a.shape[0] - lr, a.shape[1] - lc, 1.0,
                        self.pa + (lr * a.shape[1] + lc) * s, a.shape[1],
@@ -248,11 +270,25 @@ class Workspace:
             lc = M.lcol(c0)
             self.a[M.lrow(i), lc:] = v[self.gc[lc:]]
 
-    def trailing(self, s: int, L: np.ndarray, R: np.ndarray) -> None:
+    def trailing(self, s: int, L: np.ndarray, R: np.ndarray, lower: bool = False) -> None:
         """M[s:, s:] -= L R^T on this rank's piece (one local GEMM); L (m rows) and R
-        (n rows) replicated, global rows."""
+        (n rows) replicated, global rows. ``lower``: only the blocks on or below the
+        diagonal (one GEMM per local column block, from its first row >= the block's
+        first column: half the flops; what a lower-triangle reader needs)."""
         M = self.M
         r0, c0 = M.lrow(s), M.lcol(s)
-        if r0 < self.a.shape[0] and c0 < self.a.shape[1] and L.shape[1]:
-            left = torch.from_numpy(L[self.gr[r0:]])
-            sub_gemm(M.a[r0:, c0:], left, torch.from_numpy(R[self.gc[c0:]]).T)
+        if not (r0 < self.a.shape[0] and c0 < self.a.shape[1] and L.shape[1]):
+            return
+        left = torch.from_numpy(L[self.gr[r0:]])
+        right = torch.from_numpy(R[self.gc[c0:]]).T
+        if not lower:
+            sub_gemm(M.a[r0:, c0:], left, right)
+            return
+        nb, ncol = M.nb, self.a.shape[1]
+        c = c0
+        while c < ncol:
+            end = min(ncol, (c // nb + 1) * nb)            # this local column block
+            r = self.lrow[int(self.gc[c])]                 # its first row on or below it
+            if r < self.a.shape[0]:
+                sub_gemm(M.a[r:, c:end], left[r - r0:], right[:, c - c0:end - c0])
+            c = end

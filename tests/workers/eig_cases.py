@@ -20,6 +20,8 @@ go back to the system and the resident peak is the live peak.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
@@ -310,10 +312,13 @@ def case_band_traffic():
 
 
 def case_onestage_reductions():
-    """tridred: the reductions' two loops (onestage's local BLAS and the torch ops the
-    GPU runs) give the same tridiagonal / bidiagonal, with numpy's spectrum, on an
-    uneven size and block (float64, float32)."""
-    from dmath.linalg import bidiagonal, onestage, tridiagonal
+    """tridred: the reductions' loops (onestage's local BLAS, with the tridiagonal's
+    product by the compiled lower-triangle kernel and, DMATH_NATIVE=0, by gemv over
+    the stored square; the torch ops the GPU runs) give the same tridiagonal /
+    bidiagonal, with numpy's spectrum, on an uneven size and block (float64, float32).
+    The kernel must be built where a C compiler is (the BLAS-only path would pass too)."""
+    import shutil
+    from dmath.linalg import bidiagonal, native, onestage, tridiagonal
     from dmath.linalg._bc import to_bc
     g = dmath.Grid(dmath.runtime.most_square(p))
     done = 0
@@ -323,14 +328,25 @@ def case_onestage_reductions():
         S = dmath.from_numpy(s, dmath.block_cyclic(4), grid=g, dtype=dtype)
         A = dmath.from_numpy(g_, dmath.block_cyclic(3), grid=g, dtype=dtype)
         out = {}
-        for blas in (True, False):
-            d, e, _ = tridiagonal.reduce(to_bc(S, 4, g), blas)
-            bd, be, _, _ = bidiagonal.reduce(to_bc(A, 3, g), blas)
-            out[blas] = (d, np.abs(e), np.abs(bd), np.abs(be))
+        for loop in ("native", "blas", "torch"):
+            os.environ["DMATH_NATIVE"] = "0" if loop == "blas" else "1"
+            try:
+                ws = onestage.Workspace(to_bc(S, 4, g), 0, None)
+                assert ws.symmetric_product == (loop != "blas" and shutil.which("cc") is not None), \
+                    f"native kernel built: {ws.symmetric_product} ({loop})"
+                d, e, _ = tridiagonal.reduce(to_bc(S, 4, g), loop != "torch")
+                bd, be, _, _ = bidiagonal.reduce(to_bc(A, 3, g), loop != "torch")
+            finally:
+                os.environ.pop("DMATH_NATIVE")
+            out[loop] = (d, np.abs(e), np.abs(bd), np.abs(be))
+        assert native.library() is not None or shutil.which("cc") is None
         assert onestage.usable(to_bc(S, 4, g)), "onestage not usable on CPU"
         scale = max(n1(s), n1(g_))
-        for x, y in zip(out[True], out[False]):
-            assert np.allclose(x, y, rtol=0, atol=tol * scale), f"onestage {dtype}: loops differ"
+        for loop in ("blas", "torch"):
+            for x, y in zip(out["native"], out[loop]):
+                assert np.allclose(x, y, rtol=0, atol=tol * scale), \
+                    f"onestage {dtype}: native and {loop} loops differ"
+        out[True] = out["native"]
         d, e = out[True][0], out[True][1]
         w = np.linalg.eigvalsh(np.diag(d) + np.diag(e, 1) + np.diag(e, -1))
         assert np.allclose(w, np.linalg.eigvalsh(stored(s, dtype)), rtol=0, atol=tol * scale)
