@@ -33,6 +33,8 @@
 #                                          # solvers, skinny_gemm.py on the host's CPU
 #   bash benchmarks/gpu_session.sh round3k  # eigh/svd on 16 and 4 CPU ranks (n = 2048), 16 (n = 4096)
 #   bash benchmarks/gpu_session.sh round3l  # eigh/svd on 4 CPU ranks (n = 2048); 16 ranks n = 8192
+#   bash benchmarks/gpu_session.sh round3m  # eigh/eigvalsh on 4 / 16 CPU ranks up to n = 8192; cholesky,
+#                                          # lu, qr on 4 ranks vs scipy 4 threads
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
 #                                          # graph_host.py, train.py LeNet (dmath, torch graph), fft.py
 #                                          # --gpu, redistribute.py --wire (2, 4 ranks on the GPU),
@@ -263,6 +265,30 @@ case "${1:-tests}" in
       step "$r, 16 ranks, n = 8192"
       timeout $((555 - SECONDS + t0)) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
           --nb 64 --repeats 0 --no-doc --no-single --routines $r 2>&1 | tee "$OUT/r3l_${r}_16_8192.log" | tail -1
+    done
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3m)  # < 560 s, the host's CPUs: the compiled lower-triangle product (eigh) and
+            # dsytrd_sb2st (eigvalsh): 4 ranks n = 2048, 16 ranks n = 2048 / 4096 / 8192 (cold),
+            # then cholesky / lu / qr on 4 ranks vs scipy 4 threads (carry .venv/scalapack/debs, .whl)
+    export DMATH_DEVICE=cpu
+    t0=$SECONDS
+    which cc gcc; cc --version 2>&1 | head -1
+    python3 -c "from dmath.linalg import native; print('native kernels:', native.library())"
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    step "eigh, eigvalsh, 4 ranks, n = 2048"
+    timeout 90 python3 benchmarks/solvers.py --spectral --ranks 4 --sizes 2048 --nb 64 --repeats 1 \
+        --no-doc --no-single --routines eigh,eigvalsh 2>&1 | tee "$OUT/r3m_spectral_4_2048.log" | tail -3
+    step "eigh, eigvalsh, 16 ranks, n = 2048, 4096"
+    timeout 120 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 2048,4096 --nb 64 --repeats 1 \
+        --no-doc --no-single --routines eigh,eigvalsh 2>&1 | tee "$OUT/r3m_spectral_16.log" | tail -5
+    step "cholesky, lu, qr, 4 ranks, n = 4096"
+    timeout 100 python3 benchmarks/solvers.py --ranks 4 --n 4096 --lookahead on --no-openblas \
+        --no-single --no-doc 2>&1 | tee "$OUT/r3m_solvers_4.log" | tail -12
+    for r in eigvalsh eigh; do
+      step "$r, 16 ranks, n = 8192"
+      timeout $((555 - SECONDS + t0)) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
+          --nb 64 --repeats 0 --no-doc --no-single --routines $r 2>&1 | tee "$OUT/r3m_${r}_16_8192.log" | tail -1
     done
     step "done after $((SECONDS - t0)) s"
     ;;
