@@ -24,10 +24,11 @@ product writes y straight into the buffer on one-row grids, the tridiagonal
 keeps its panels by rows (``tridiagonal._reduce_blas``: each new vector a
 contiguous row, B given as B^T, ``by_rows``). The local product touches
 only rows and columns past the reflector's start (half the flops of a
-product with whole rows; the full square of them, both triangles: a
-lower-only product needs a gemv_n and a gemv_t per block, which with
-separate BLAS 2 calls reads as many bytes and measured no faster, see
-docs/performance.md); the partial products B^T x are split over the ranks
+product with whole rows); the tridiagonal's symmetric one reads only their
+lower triangle with the compiled ``native.symv_lower`` (half the bytes;
+separate BLAS 2 calls, a gemv_n and a gemv_t per block, read as many bytes
+as one gemv over the square and measured no faster, docs/performance.md),
+else the full square by one gemv; the partial products B^T x are split over the ranks
 by rows (each computes 1/p), packed behind y. ``panel`` replicates a
 panel's columns (and rows, bidiagonal) in one all-reduce; ``trailing`` is
 the panel's local GEMM on the rank's piece, A -= L R^T.
