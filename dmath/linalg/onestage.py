@@ -113,6 +113,8 @@ class Workspace:
         self.lrow = [M.lrow(g) for g in range(M.m + 1)]     # numroc as tables (per column)
         self.lcol = [M.lcol(g) for g in range(M.n + 1)]
         self._symv = native.symv_lower(self.dt) if M.m == M.n else None
+        if self.p > 1 and not all(self.world.allgather_obj(self._symv is not None)):
+            self._symv = None        # all ranks or none: the two products split A differently
         if self._symv is not None:                          # its index tables and scratch
             self._gr64 = np.ascontiguousarray(self.gr, dtype=np.int64)
             self._gc64 = np.ascontiguousarray(self.gc, dtype=np.int64)
