@@ -282,6 +282,11 @@ case "${1:-tests}" in
     step "eigh, eigvalsh, 16 ranks, n = 2048, 4096"
     timeout 120 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 2048,4096 --nb 64 --repeats 1 \
         --no-doc --no-single --routines eigh,eigvalsh 2>&1 | tee "$OUT/r3m_spectral_16.log" | tail -5
+    for r in eigvalsh eigh; do
+      step "$r phases, 16 ranks, n = 4096"
+      OMP_NUM_THREADS=1 timeout 60 mpiexec -n 16 --bind-to none python3 -m mpi4py \
+          benchmarks/spectral_phases.py --routine $r --n 4096 2>&1 | tee "$OUT/r3m_phases_$r.log" | tail -9
+    done
     step "cholesky, lu, qr, 4 ranks, n = 4096"
     timeout 100 python3 benchmarks/solvers.py --ranks 4 --n 4096 --lookahead on --no-openblas \
         --no-single --no-doc 2>&1 | tee "$OUT/r3m_solvers_4.log" | tail -12
