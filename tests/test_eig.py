@@ -60,3 +60,21 @@ def test_inverse_iteration_columns_fit_together():
         assert np.linalg.norm(T @ Z - Z * P.w, 1) / (np.linalg.norm(T, 1) * n * eps) < 10
         assert np.linalg.norm(Z.T @ Z - np.eye(n), 1) / (n * eps) < 10
         assert np.allclose(P.w, np.linalg.eigvalsh(T), atol=10 * n * eps * np.linalg.norm(T, 1))
+
+
+def test_band_eigenvalues_by_bulge_chasing():
+    """lapacke.band_eigvals (dsytrd_sb2st + dsterf) against numpy on the dense matrices of
+    random lower bands, including widths 0 and 1 and a band wider than the matrix."""
+    from dmath.linalg import lapacke
+    assert lapacke._sb2st() is not None                 # the OpenBLAS scipy ships has it
+    rng = np.random.default_rng(5)
+    for n, kd in ((1, 0), (1, 3), (2, 1), (5, 4), (7, 10), (50, 1), (60, 0), (333, 16), (400, 32)):
+        band = rng.standard_normal((kd + 1, n))
+        A = np.zeros((n, n))
+        for k in range(kd + 1):
+            i = np.arange(max(n - k, 0))
+            A[i + k, i] = band[k, : len(i)]
+        A = A + np.tril(A, -1).T
+        w = lapacke.band_eigvals(band)
+        ref = np.linalg.eigvalsh(A)
+        assert np.abs(w - ref).max() <= 20 * n * np.finfo(float).eps * max(1.0, np.abs(ref).max())
