@@ -268,33 +268,35 @@ case "${1:-tests}" in
     done
     step "done after $((SECONDS - t0)) s"
     ;;
-  round3m)  # < 560 s, the host's CPUs: the compiled lower-triangle product (eigh) and
-            # dsytrd_sb2st (eigvalsh): 4 ranks n = 2048, 16 ranks n = 2048 / 4096 / 8192 (cold),
-            # then cholesky / lu / qr on 4 ranks vs scipy 4 threads (carry .venv/scalapack/debs, .whl)
+  round3m)  # < 470 s, the host's CPUs: the compiled lower-triangle product (eigh) and
+            # dsytrd_sb2st (eigvalsh): 4 ranks n = 2048, 16 ranks n = 2048 / 4096 / 8192 (cold);
+            # then, as time allows, phases on 16 ranks and cholesky / lu / qr on 4 ranks
+            # (carry .venv/scalapack/debs, .whl)
     export DMATH_DEVICE=cpu
     t0=$SECONDS
+    left() { echo $((465 - SECONDS + t0)); }
     which cc gcc; cc --version 2>&1 | head -1
     python3 -c "from dmath.linalg import native; print('native kernels:', native.library())"
     python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
     step "eigh, eigvalsh, 4 ranks, n = 2048"
-    timeout 90 python3 benchmarks/solvers.py --spectral --ranks 4 --sizes 2048 --nb 64 --repeats 1 \
+    timeout 60 python3 benchmarks/solvers.py --spectral --ranks 4 --sizes 2048 --nb 64 --repeats 1 \
         --no-doc --no-single --routines eigh,eigvalsh 2>&1 | tee "$OUT/r3m_spectral_4_2048.log" | tail -3
     step "eigh, eigvalsh, 16 ranks, n = 2048, 4096"
-    timeout 120 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 2048,4096 --nb 64 --repeats 1 \
+    timeout 100 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 2048,4096 --nb 64 --repeats 1 \
         --no-doc --no-single --routines eigh,eigvalsh 2>&1 | tee "$OUT/r3m_spectral_16.log" | tail -5
     for r in eigvalsh eigh; do
-      step "$r phases, 16 ranks, n = 4096"
-      OMP_NUM_THREADS=1 timeout 60 mpiexec -n 16 --bind-to none python3 -m mpi4py \
-          benchmarks/spectral_phases.py --routine $r --n 4096 2>&1 | tee "$OUT/r3m_phases_$r.log" | tail -9
-    done
-    step "cholesky, lu, qr, 4 ranks, n = 4096"
-    timeout 100 python3 benchmarks/solvers.py --ranks 4 --n 4096 --lookahead on --no-openblas \
-        --no-single --no-doc 2>&1 | tee "$OUT/r3m_solvers_4.log" | tail -12
-    for r in eigvalsh eigh; do
       step "$r, 16 ranks, n = 8192"
-      timeout $((555 - SECONDS + t0)) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
+      timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
           --nb 64 --repeats 0 --no-doc --no-single --routines $r 2>&1 | tee "$OUT/r3m_${r}_16_8192.log" | tail -1
     done
+    for r in eigvalsh eigh; do
+      step "$r phases, 16 ranks, n = 4096"
+      OMP_NUM_THREADS=1 timeout $(( $(left) < 40 ? $(left) : 40 )) mpiexec -n 16 --bind-to none python3 \
+          -m mpi4py benchmarks/spectral_phases.py --routine $r --n 4096 2>&1 | tee "$OUT/r3m_phases_$r.log" | tail -9
+    done
+    step "cholesky, lu, qr, 4 ranks, n = 4096"
+    timeout $(left) python3 benchmarks/solvers.py --ranks 4 --n 4096 --lookahead on --no-openblas \
+        --no-single --no-doc 2>&1 | tee "$OUT/r3m_solvers_4.log" | tail -12
     step "done after $((SECONDS - t0)) s"
     ;;
   round3i)  # < 200 s, the host's CPUs: eigvalsh / svdvals against the band width on 16 and 4 ranks
