@@ -11,10 +11,9 @@
  * Summed over the ranks of the grid this is the whole product A x.
  */
 #include <stdint.h>
-#include <string.h>
 
 /* One row's columns past the block's common part: c0 <= c with gc[c] <= g. */
-#define TAIL(T, ar, g, xv, s)                                                  \
+#define TAIL(ar, g, xv, s)                                                  \
     for (int64_t c = c0; c < nc && gc[c] <= g; c++) {                          \
         s += ar[c] * xc[c];                                                    \
         if (gc[c] < g) yc[c] += ar[c] * xv;                                    \
@@ -42,10 +41,10 @@ void NAME(int64_t nr, int64_t nc, const T *a, int64_t lda,                     \
             s0 += u0 * xv; s1 += u1 * xv; s2 += u2 * xv; s3 += u3 * xv;        \
             yc[c] += (u0 * x0 + u1 * x1) + (u2 * x2 + u3 * x3);                \
         }                                                                      \
-        TAIL(T, a0, gr[r], x0, s0)                                             \
-        TAIL(T, a1, gr[r + 1], x1, s1)                                         \
-        TAIL(T, a2, gr[r + 2], x2, s2)                                         \
-        TAIL(T, a3, gr[r + 3], x3, s3)                                         \
+        TAIL(a0, gr[r], x0, s0)                                                \
+        TAIL(a1, gr[r + 1], x1, s1)                                            \
+        TAIL(a2, gr[r + 2], x2, s2)                                            \
+        TAIL(a3, gr[r + 3], x3, s3)                                            \
         y[gr[r] - base] += s0;                                                 \
         y[gr[r + 1] - base] += s1;                                             \
         y[gr[r + 2] - base] += s2;                                             \
@@ -60,7 +59,7 @@ void NAME(int64_t nr, int64_t nc, const T *a, int64_t lda,                     \
             s0 += a0[c] * xc[c];                                               \
             yc[c] += a0[c] * x0;                                               \
         }                                                                      \
-        TAIL(T, a0, gr[r], x0, s0)                                             \
+        TAIL(a0, gr[r], x0, s0)                                                \
         y[gr[r] - base] += s0;                                                 \
     }                                                                          \
     for (int64_t c = 0; c < nc; c++) y[gc[c] - base] += yc[c];                 \

@@ -54,6 +54,7 @@ def _load() -> ctypes.CDLL | None:
     src = SOURCE.read_bytes()
     so = _target(cc, src)
     if not so.exists():
+        tmp = None
         try:
             so.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(suffix=".so", dir=so.parent)
@@ -62,6 +63,8 @@ def _load() -> ctypes.CDLL | None:
                            capture_output=True, timeout=120)
             os.replace(tmp, so)
         except (OSError, subprocess.SubprocessError):
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
             return None
     try:
         lib = ctypes.CDLL(str(so))
