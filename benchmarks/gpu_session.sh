@@ -268,13 +268,13 @@ case "${1:-tests}" in
     done
     step "done after $((SECONDS - t0)) s"
     ;;
-  round3m)  # < 470 s, the host's CPUs: the compiled lower-triangle product (eigh) and
+  round3m)  # < 425 s, the host's CPUs: the compiled lower-triangle product (eigh) and
             # dsytrd_sb2st (eigvalsh): 4 ranks n = 2048, 16 ranks n = 2048 / 4096 / 8192 (cold);
             # then, as time allows, phases on 16 ranks and cholesky / lu / qr on 4 ranks
             # (carry .venv/scalapack/debs, .whl)
     export DMATH_DEVICE=cpu
     t0=$SECONDS
-    left() { echo $((465 - SECONDS + t0)); }
+    left() { echo $((420 - SECONDS + t0)); }
     which cc gcc; cc --version 2>&1 | head -1
     python3 -c "from dmath.linalg import native; print('native kernels:', native.library())"
     python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
