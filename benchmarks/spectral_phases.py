@@ -92,7 +92,7 @@ def main() -> None:
         print(f"{args.routine} n={n} nb={nb} ranks={world.size} grid={grid.shape} "
               f"({'thread CPU' if args.cpu else 'wall'} s, fastest of {args.repeats}; one column per rank)")
         for k in best:
-            print(f"  {k:28s} " + " ".join(f"{r[k]:.4f}" for r in every))
+            print(f"  {k:28s} " + " ".join(f"{r[k]:.4f}" if k in r else "     -" for r in every))
 
 
 if __name__ == "__main__":
