@@ -33,6 +33,7 @@
 #                                          # solvers, skinny_gemm.py on the host's CPU
 #   bash benchmarks/gpu_session.sh round3k  # eigh/svd on 16 and 4 CPU ranks (n = 2048), 16 (n = 4096)
 #   bash benchmarks/gpu_session.sh round3l  # eigh/svd on 4 CPU ranks (n = 2048); 16 ranks n = 8192
+#   bash benchmarks/gpu_session.sh round3n  # eigvalsh on 16 CPU ranks, band values on rank 0 alone
 #   bash benchmarks/gpu_session.sh round3m  # eigh/eigvalsh on 4 / 16 CPU ranks up to n = 8192; cholesky,
 #                                          # lu, qr on 4 ranks vs scipy 4 threads
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
@@ -297,6 +298,22 @@ case "${1:-tests}" in
     step "cholesky, lu, qr, 4 ranks, n = 4096"
     timeout $(left) python3 benchmarks/solvers.py --ranks 4 --n 4096 --lookahead on --no-openblas \
         --no-single --no-doc 2>&1 | tee "$OUT/r3m_solvers_4.log" | tail -12
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3n)  # < 150 s, the host's CPUs: eigvalsh with rank 0 alone running band -> values, on
+            # 16 ranks (phases at n = 4096; n = 4096 and 8192 vs scipy and ScaLAPACK)
+    export DMATH_DEVICE=cpu
+    t0=$SECONDS
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    step "eigvalsh phases, 16 ranks, n = 4096"
+    OMP_NUM_THREADS=1 timeout 30 mpiexec -n 16 --bind-to none python3 -m mpi4py \
+        benchmarks/spectral_phases.py --routine eigvalsh --n 4096 2>&1 | tee "$OUT/r3n_phases.log" | tail -7
+    step "eigvalsh, 16 ranks, n = 4096"
+    timeout 40 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 4096 --nb 64 --repeats 1 \
+        --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3n_4096.log" | tail -1
+    step "eigvalsh, 16 ranks, n = 8192"
+    timeout $((140 - SECONDS + t0)) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
+        --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3n_8192.log" | tail -1
     step "done after $((SECONDS - t0)) s"
     ;;
   round3i)  # < 200 s, the host's CPUs: eigvalsh / svdvals against the band width on 16 and 4 ranks
