@@ -26,6 +26,7 @@ problem goes to scipy's LAPACK (torch's on a GPU).
 from __future__ import annotations
 
 import os
+import pickle
 
 import numpy as np
 import torch
@@ -78,6 +79,10 @@ def _on_rank0(world, f, *args):
             out = f(*args)
         except Exception as e:                    # noqa: BLE001 - re-raised on every rank
             err = e
+            try:
+                pickle.dumps(e)
+            except Exception:                     # noqa: BLE001 - must reach the others
+                err = RuntimeError(repr(e))
     if world.size > 1:
         out, err = world.bcast_obj((out, err), 0)
     if err is not None:

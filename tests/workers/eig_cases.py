@@ -363,6 +363,35 @@ def case_onestage_reductions():
 C.ok(case_onestage_reductions())
 
 
+def case_rank0_errors():
+    """eigensolver._on_rank0 (eigvalsh's band -> values on rank 0 alone): its value on every
+    rank, and its exception raised on every rank (an unpicklable one as RuntimeError), so
+    no rank waits in the broadcast."""
+    from dmath.linalg import eigensolver
+
+    class Odd(Exception):
+        def __reduce__(self):
+            raise TypeError("not picklable")
+
+    assert eigensolver._on_rank0(world, lambda x: x * 2, 21) == 42
+
+    def fail(exc):
+        raise exc
+    for exc, want in ((np.linalg.LinAlgError("dsterf info 3"), np.linalg.LinAlgError),
+                      (Odd("odd"), RuntimeError)):
+        try:
+            eigensolver._on_rank0(world, fail, exc)
+        except want as e:
+            assert "dsterf" in str(e) or "odd" in str(e), str(e)
+        else:
+            raise AssertionError(f"rank {rank}: no {want.__name__}")
+    world.barrier()
+    return 3
+
+
+C.ok(case_rank0_errors())
+
+
 # --- eigh's tridiagonal eigenvector stage: inverse iteration (stein) and dbdsqr, on clusters ---
 # (DMATH_EIGH_VECTORS; dmath/linalg/inverse_iteration.py). Every layout of every grid, uneven n,
 # many equal eigenvalues, the identity, glued Wilkinson matrices; the stein path must be the one
