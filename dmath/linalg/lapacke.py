@@ -152,7 +152,7 @@ def band_eigvals(band: np.ndarray) -> np.ndarray:
         from scipy.linalg import eig_banded
         return eig_banded(band, lower=True, eigvals_only=True, check_finite=False)
     kd = band.shape[0] - 1
-    ab = np.asfortranarray(band, dtype=np.float64).copy(order="F")
+    ab = np.array(band, dtype=np.float64, order="F")      # a copy: dsytrd_sb2st overwrites it
     d, e = np.zeros(n), np.zeros(n)
     size = np.zeros(2)                                    # workspace query: LHOUS, LWORK
     _sb2st_call(f, n, kd, ab, d, e, size[:1], -1, size[1:], -1)

@@ -112,8 +112,11 @@ class Workspace:
         self.rows_whole = M.pr == 1             # local rows = global rows
         self.lrow = [M.lrow(g) for g in range(M.m + 1)]     # numroc as tables (per column)
         self.lcol = [M.lcol(g) for g in range(M.n + 1)]
-        self._symv = native.symv_lower(self.dt) if M.m == M.n else None
-        if self.p > 1 and not all(self.world.allgather_obj(self._symv is not None)):
+        # a symmetric reduction (R is L swapped: the tridiagonal) reads the lower triangle
+        # with the compiled kernel where every rank has it; only its products and updates
+        self._symv = native.symv_lower(self.dt) if right is None else None
+        if right is None and self.p > 1 \
+                and not all(self.world.allgather_obj(self._symv is not None)):
             self._symv = None        # all ranks or none: the two products split A differently
         if self._symv is not None:                          # its index tables and scratch
             self._gr64 = np.ascontiguousarray(self.gr, dtype=np.int64)
@@ -194,26 +197,25 @@ class Workspace:
 
     @property
     def symmetric_product(self) -> bool:
-        """Whether ``product(symmetric=True)`` reads only the lower triangle (the
-        compiled ``native.symv_lower``; else it reads the stored square)."""
+        """Whether this (symmetric) workspace's products read only the lower triangle
+        (the compiled ``native.symv_lower``) and its trailing updates write only the
+        blocks on or below the diagonal; else the stored square, as the general one."""
         return self._symv is not None
 
     def product(self, x: np.ndarray, xs: int, r0: int, c0: int, trans: bool,
-                B: np.ndarray, c: int, by_rows: bool = False,
-                symmetric: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                B: np.ndarray, c: int, by_rows: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(y, B[xs:, :c]^T x[xs:]) in one all-reduce: y = A[r0:, c0:] x (rows r0..m) or,
         ``trans``, A[r0:, c0:]^T x (columns c0..n) of the stored A (x replicated, global
         indices, zero before ``xs``); ``by_rows``: B given transposed (B^T, c x N, the
-        panel stored by rows). ``symmetric`` (r0 = c0, A symmetric): from the lower
-        triangle alone where ``symmetric_product``. Views into the buffer, valid until
-        the next call."""
+        panel stored by rows); y = A[r0:, r0:] x from the lower triangle alone where
+        ``symmetric_product``. Views into the buffer, valid until the next call."""
         M, a, s = self.M, self.a, self.isz
         lr, lc = self.lrow[r0], self.lcol[c0]
         ny = (M.n - c0) if trans else (M.m - r0)
         buf = self.buf[: ny + c]
         y, ex = buf[:ny], buf[ny:]
         mine = lr < a.shape[0] and lc < a.shape[1]
-        if symmetric and self._symv is not None:            # each stored element read once
+        if self._symv is not None and not trans and r0 == c0:   # each element read once
             y[:] = 0
             if mine:
                 ld = a.shape[1]
@@ -273,18 +275,18 @@ class Workspace:
             lc = M.lcol(c0)
             self.a[M.lrow(i), lc:] = v[self.gc[lc:]]
 
-    def trailing(self, s: int, L: np.ndarray, R: np.ndarray, lower: bool = False) -> None:
+    def trailing(self, s: int, L: np.ndarray, R: np.ndarray) -> None:
         """M[s:, s:] -= L R^T on this rank's piece (one local GEMM); L (m rows) and R
-        (n rows) replicated, global rows. ``lower``: only the blocks on or below the
-        diagonal (one GEMM per local column block, from its first row >= the block's
-        first column: half the flops; what a lower-triangle reader needs)."""
+        (n rows) replicated, global rows. Where ``symmetric_product``, only the blocks on
+        or below the diagonal (one GEMM per local column block, from its first row >= the
+        block's first column: half the flops; all the lower-triangle reader needs)."""
         M = self.M
         r0, c0 = M.lrow(s), M.lcol(s)
         if not (r0 < self.a.shape[0] and c0 < self.a.shape[1] and L.shape[1]):
             return
         left = torch.from_numpy(L[self.gr[r0:]])
         right = torch.from_numpy(R[self.gc[c0:]]).T
-        if not lower:
+        if self._symv is None:
             sub_gemm(M.a[r0:, c0:], left, right)
             return
         nb, ncol = M.nb, self.a.shape[1]

@@ -82,7 +82,7 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             Lt[c, j + 1:] = vj
             Rt[c + 1, j + 1:] = vj
             ws.put_col(j, v, j + 1)
-            y, _ = ws.product(v, j + 1, j + 1, j + 1, False, Rt, c, True, True)   # A v, Rt v
+            y, _ = ws.product(v, j + 1, j + 1, j + 1, False, Rt, c, True)   # A v, Rt v
             if c:
                 gemv(101, 112, c, n - j - 1, -1.0, pL + (j + 1) * s, n,
                      pbuf + (n - j - 1) * s, 1, 1.0, pbuf, 1)
@@ -90,8 +90,7 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             y += (-0.5 * t * float(np.dot(y, vj))) * vj
             Lt[c + 1, j + 1:] = y
             Rt[c, j + 1:] = y
-        ws.trailing(k + kb, Lt[:2 * kb].T, Rt[:2 * kb].T,             # A -= V W^T + W V^T
-                    ws.symmetric_product)                         # (lower half if read so)
+        ws.trailing(k + kb, Lt[:2 * kb].T, Rt[:2 * kb].T)           # A -= V W^T + W V^T
     if n:
         d[n - 1] = float(ws.panel(n - 1, 1, False)[0][n - 1, 0])
     return d, e, tau
