@@ -16,6 +16,9 @@ data-parallel layout splits the batch), test accuracy after every epoch.
 * torch DDP: ``DistributedDataParallel`` over gloo on the same N ranks, each
   rank with cores/N threads;
 * torch plain: one process with min(N, cores) threads;
+* on the CPU torch's AdamW is its fused one (``fused=True``: one kernel a
+  parameter, as dmath's on the CPU), the fastest it has there; on the GPU its
+  default (foreach);
 * on the GPU also "torch graph": the step a skilled torch user writes as one
   whole-step CUDA graph (static batch buffers, ``AdamW(capturable=True)`` with
   the learning rate a device tensor, ``torch.cuda.graph``; the first three
@@ -153,7 +156,8 @@ def worker_torch(args) -> dict:
     total = steps * args.epochs
     if args.torch_mode == "graph":
         return _torch_graph(args, model, xs, ys, xt, yt, steps, total)
-    opt = torch.optim.AdamW(model.parameters(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"])
+    opt = torch.optim.AdamW(model.parameters(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"],
+                            **({"fused": True} if dev.type == "cpu" else {}))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _cosine(s, total))
     mine = slice(*[int(v) for v in np.array_split(np.arange(B), size)[rank][[0, -1]] + [0, 1]])
     out = {"epochs": [], "step_losses": [], "device": str(dev)}

@@ -17,13 +17,14 @@ tensors made from host data (``torch.from_numpy`` / ``torch.tensor`` /
 synchronisation when not pinned). Torch's step is benchmarks/train.py's:
 cross-entropy, ``zero_grad``, backward, AdamW, schedule step; "torch
 foreach" is the same with ``AdamW(foreach=True)``, the optimizer torch uses
-on CUDA (on the CPU its default is the per-parameter loop).
+on CUDA (on the CPU its default is the per-parameter loop), "torch fused"
+with ``AdamW(fused=True)`` (one kernel a parameter: dmath's default on the CPU).
 
 ``--commands`` (under mpiexec, client-server mode): the commands rank 0
 sends per dmath step.
 
 ``--rounds R`` (the issue's "by CPU time" figure): R rounds, each running
-``--steps`` steps of dmath, torch and torch foreach one after the other and
+``--steps`` steps of dmath, torch, torch foreach and torch fused one after the other and
 timing them by the process's CPU time (``time.process_time``: the loader's
 prefetch thread included, other jobs on a loaded machine mostly not); prints
 the median and the quartiles over the rounds of each round's torch/dmath
@@ -137,21 +138,23 @@ def cpu_time_table(models: list, batch: int, rounds: int, steps: int) -> None:
     """The interleaved CPU-time comparison (``--rounds``)."""
     print(f"CPU, 1 rank, batch {batch}, {torch.get_num_threads()} thread(s); {rounds} rounds "
           f"of {steps} steps each, CPU time (time.process_time)")
-    print("| model | dmath us/step | torch us/step | torch foreach us/step | torch/dmath "
-          "(median [quartiles] of the rounds) | torch foreach/dmath |")
-    print("|---|---|---|---|---|---|")
+    others = ("torch", "torch foreach", "torch fused")
+    print("| model | dmath us/step | " + " | ".join(f"{k} us/step" for k in others) + " | "
+          + " | ".join(f"{k}/dmath (median [quartiles] of the rounds)" for k in others) + " |")
+    print("|---" * (2 + 2 * len(others)) + "|")
     for name in models:
         runs = {"dmath": dmath_step(name, batch, rounds * steps + 40),
-                "torch": torch_step(name, batch, None),
-                "torch foreach": torch_step(name, batch, True)}
+                "torch": torch_step(name, batch),
+                "torch foreach": torch_step(name, batch, "foreach"),
+                "torch fused": torch_step(name, batch, "fused")}
         r = _rounds(runs, rounds, steps)
         us = {k: 1e6 * statistics.median(v) for k, v in r.items()}
-        rt = [t / d for t, d in zip(r["torch"], r["dmath"])]
-        rf = [t / d for t, d in zip(r["torch foreach"], r["dmath"])]
-        m, lo, hi = _quartiles(rt)
-        mf, lof, hif = _quartiles(rf)
-        print(f"| {name} | {us['dmath']:.0f} | {us['torch']:.0f} | {us['torch foreach']:.0f} | "
-              f"**{m:.2f}** [{lo:.2f}-{hi:.2f}] | {mf:.2f} [{lof:.2f}-{hif:.2f}] |", flush=True)
+        ratios = []
+        for k in others:
+            m, lo, hi = _quartiles([t / d for t, d in zip(r[k], r["dmath"])])
+            ratios.append(f"**{m:.2f}** [{lo:.2f}-{hi:.2f}]")
+        print(f"| {name} | {us['dmath']:.0f} | " + " | ".join(f"{us[k]:.0f}" for k in others)
+              + " | " + " | ".join(ratios) + " |", flush=True)
 
 
 def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
@@ -205,7 +208,9 @@ def dmath_step(name: str, batch: int, nsteps: int):
     return step
 
 
-def torch_step(name: str, batch: int, foreach: bool | None):
+def torch_step(name: str, batch: int, optimizer: str = "default"):
+    """torch's step; ``optimizer``: AdamW's implementation, "default" (on the CPU the
+    per-parameter loop), "foreach" or "fused"."""
     import torch.nn.functional as F
     torch.manual_seed(0)
     model = torch_model(name)
@@ -213,7 +218,7 @@ def torch_step(name: str, batch: int, foreach: bool | None):
     ys = torch.randint(0, 10, (batch * 16,))
     perm = torch.randperm(len(xs))
     opt = torch.optim.AdamW(model.parameters(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"],
-                            foreach=foreach)
+                            **({} if optimizer == "default" else {optimizer: True}))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _cosine(s, 10 ** 6))
     it = [0]
 
@@ -286,8 +291,9 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         runs = {"dmath": dmath_step(name, args.batch, args.steps + 10),
-                "torch": torch_step(name, args.batch, None),
-                "torch foreach": torch_step(name, args.batch, True)}
+                "torch": torch_step(name, args.batch),
+                "torch foreach": torch_step(name, args.batch, "foreach"),
+                "torch fused": torch_step(name, args.batch, "fused")}
         for sysname, step in runs.items():
             r = _measure(step, args.steps)
             print(f"| {name} | {sysname} | {r['us']:.0f} | {r['host_us']:.0f} | {r['ops']} | "

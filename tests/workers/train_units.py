@@ -71,15 +71,19 @@ for k, (name, kw) in enumerate(OPTS):
             close(q.master, r.detach().numpy(), f"{name} {kw} on {grid}")
         cases.ok()
 
-# float32, replicated: the very bits of torch.optim's multi-tensor (foreach) step, which
-# dmath's update follows operation for operation
+# float32, replicated: the very bits of torch.optim's step, which dmath's update follows
+# operation for operation: the multi-tensor (foreach) step, and Adam(W)'s fused one (the
+# default on CPU pieces; fused=False: foreach)
 grid = grids(p)[0]
-for k, (name, kw) in enumerate(OPTS):
+cpu = dmath.runtime.context().device.type == "cpu"
+for k, (name, kw, fused) in enumerate([(n, kw, None) for n, kw in OPTS] +
+                                      [(n, kw, False) for n, kw in OPTS if n != "sgd"]):
     values = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
     params = [Param(darray(v, Layout(), grid), f"p{i}") for i, v in enumerate(values)]
-    opt = train.OPTIMIZERS[name](params, **kw)
+    opt = train.OPTIMIZERS[name](params, **kw, **({} if name == "sgd" else {"fused": fused}))
     ref = [torch.tensor(v, requires_grad=True) for v in values]
-    topt = TORCH[name](ref, foreach=True, **kw)
+    fuse = name != "sgd" and fused is None and cpu
+    topt = TORCH[name](ref, **({"fused": True} if fuse else {"foreach": True}), **kw)
     for step in range(3):
         for q, r in zip(params, ref):
             g = rng.standard_normal(r.shape).astype(np.float32)
@@ -93,7 +97,7 @@ for k, (name, kw) in enumerate(OPTS):
     for q, r in zip(params, ref):
         got, want = q.master.to_numpy(), r.detach().numpy()
         if q.master.device.type == "cpu":           # the same kernels: the same bits
-            assert np.array_equal(got, want), (name, kw)
+            assert np.array_equal(got, want), (name, kw, fused)
         else:                                       # CUDA's rounding (FMA) vs torch on the CPU
             assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (name, kw)
 cases.ok()
