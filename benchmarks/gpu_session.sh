@@ -34,6 +34,8 @@
 #   bash benchmarks/gpu_session.sh round3k  # eigh/svd on 16 and 4 CPU ranks (n = 2048), 16 (n = 4096)
 #   bash benchmarks/gpu_session.sh round3l  # eigh/svd on 4 CPU ranks (n = 2048); 16 ranks n = 8192
 #   bash benchmarks/gpu_session.sh round3n  # eigvalsh on 16 CPU ranks, band values on rank 0 alone
+#   bash benchmarks/gpu_session.sh round3o  # CPU topology, graph_host.py --gpu --profile, 16-core
+#                                          # data-parallel step, eigh native on/off, eigvalsh (16)
 #   bash benchmarks/gpu_session.sh round3m  # eigh/eigvalsh on 4 / 16 CPU ranks up to n = 8192; cholesky,
 #                                          # lu, qr on 4 ranks vs scipy 4 threads
 #   bash benchmarks/gpu_session.sh round3   # < 540 s: captured-step and NCCL-capture tests on CUDA,
@@ -298,6 +300,39 @@ case "${1:-tests}" in
     step "cholesky, lu, qr, 4 ranks, n = 4096"
     timeout $(left) python3 benchmarks/solvers.py --ranks 4 --n 4096 --lookahead on --no-openblas \
         --no-single --no-doc 2>&1 | tee "$OUT/r3m_solvers_4.log" | tail -12
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3o)  # < 480 s: the host's CPU topology; graph_host.py --gpu with a cProfile of dmath's
+            # host step; the 16-core data-parallel step (fused AdamW, torch fused baseline);
+            # eigvalsh with rank 0 alone running band -> values (16 ranks); eigh on 16 ranks at
+            # n = 2048 with the compiled product on and off in one job (carry
+            # .venv/scalapack/debs, .whl)
+    t0=$SECONDS
+    left() { echo $((470 - SECONDS + t0)); }
+    lscpu | grep -E "^(Model name|Socket|Core|Thread|CPU\(s\)|L[23]|NUMA node\(s\))"
+    step "graph host time, LeNet, profiled"
+    timeout 100 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 --profile 300 \
+        2>&1 | tee "$OUT/r3o_graph_host.log" | tail -32
+    export DMATH_DEVICE=cpu
+    dp_step r3o_dp.log
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    for nat in 1 0; do
+      step "eigh, 16 ranks, n = 2048, DMATH_NATIVE=$nat"
+      DMATH_NATIVE=$nat timeout 60 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 2048 \
+          --nb 64 --repeats 1 --no-doc --no-single --routines eigh 2>&1 | tee "$OUT/r3o_eigh_$nat.log" | tail -1
+      DMATH_NATIVE=$nat OMP_NUM_THREADS=1 timeout 30 mpiexec -n 16 --bind-to none python3 -m mpi4py \
+          benchmarks/spectral_phases.py --routine eigh --n 2048 2>&1 | tee "$OUT/r3o_phases_$nat.log" | tail -7
+    done
+    step "eigvalsh phases, 16 ranks, n = 4096"
+    OMP_NUM_THREADS=1 timeout 30 mpiexec -n 16 --bind-to none python3 -m mpi4py \
+        benchmarks/spectral_phases.py --routine eigvalsh --n 4096 2>&1 | tee "$OUT/r3o_phases.log" | tail -7
+    step "eigvalsh, 16 ranks, n = 2048, 4096"
+    timeout $(( $(left) < 80 ? $(left) : 80 )) python3 benchmarks/solvers.py --spectral --ranks 16 \
+        --sizes 2048,4096 --nb 64 --repeats 1 --no-doc --no-single --routines eigvalsh 2>&1 \
+        | tee "$OUT/r3o_eigvalsh.log" | tail -2
+    step "eigvalsh, 16 ranks, n = 8192"
+    timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
+        --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3o_8192.log" | tail -1
     step "done after $((SECONDS - t0)) s"
     ;;
   round3n)  # < 150 s, the host's CPUs: eigvalsh with rank 0 alone running band -> values, on

@@ -4,6 +4,7 @@
     python benchmarks/graph_host.py --gpu            # one GPU: CUDA graphs, and torch's
     python benchmarks/graph_host.py --gpu --models lenet,resnet --batch 128 --steps 400
     python benchmarks/graph_host.py --fit --steps 40 --epochs 3   # + Trainer.fit end to end
+    python benchmarks/graph_host.py --gpu --profile 300    # + where dmath's host time goes
 
 What runs on the host between two replays of a captured step is what limits
 a small model on a GPU (issue 17: "the host time between two replays <= 50
@@ -171,7 +172,30 @@ def dmath_rows(name: str, args, dev) -> dict:
         tr.train_step([loader.batch(it[0] % len(loader))])
         it[0] += 1
     out.update(_host(step, args.steps, dev))
+    if args.profile:
+        _profile(step, args.profile, dev)
     return out
+
+
+def _profile(step, steps: int, dev) -> None:
+    """cProfile of ``steps`` stubbed steps: the functions with the most own time."""
+    import cProfile
+    import pstats
+    prof = cProfile.Profile()
+    _sync(dev)
+    prof.enable()
+    for i in range(steps):
+        step()
+        if i % 64 == 63:
+            _sync(dev)
+    prof.disable()
+    _sync(dev)
+    print(f"cProfile of {steps} host steps (own time, us per step):")
+    st = pstats.Stats(prof).stats
+    rows = sorted(st.items(), key=lambda kv: -kv[1][2])[:25]
+    for (fname, line, fn), (cc, nc, tt, ct, _) in rows:
+        print(f"  {1e6 * tt / steps:7.1f} own {1e6 * ct / steps:7.1f} cum {nc / steps:6.1f} calls "
+              f" {Path(fname).name}:{line} {fn}")
 
 
 def torch_capture(name: str, B: int, n: int, dev):
@@ -248,6 +272,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--fit", action="store_true", help="also time Trainer.fit end to end")
     ap.add_argument("--epochs", type=int, default=3, help="--fit: epochs (the last is timed)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also cProfile N of dmath's stubbed steps (own time per function)")
     args = ap.parse_args(argv)
     import dmath
     dmath.init(device="cuda" if args.gpu else "cpu", mode="spmd")
