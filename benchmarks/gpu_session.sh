@@ -313,6 +313,9 @@ case "${1:-tests}" in
     step "graph host time, LeNet, profiled"
     timeout 100 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 --profile 300 \
         2>&1 | tee "$OUT/r3o_graph_host.log" | tail -32
+    step "optimizer units on CUDA (the fused Adam / AdamW step)"
+    timeout 90 python3 -m pytest -q -x -p no:cacheprovider tests/test_train.py -k units 2>&1 \
+        | tee "$OUT/r3o_units_cuda.log" | tail -2
     export DMATH_DEVICE=cpu
     dp_step r3o_dp.log
     python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1

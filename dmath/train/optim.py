@@ -4,9 +4,11 @@ Gradients arrive already summed over ranks (``GradReducer`` / the layers'
 reductions) and lie in each master's layout, so every update is elementwise
 on the local pieces: one SPMD command per step, no communication, and the
 update of all the parameters together is a handful of multi-tensor kernels
-(``torch._foreach_*``), as torch.optim's ``foreach`` path does on CUDA; Adam
-and AdamW on CPU pieces run torch's fused kernel instead (``fused=True``: one
-pass over each parameter's memory, 2.7x the foreach step's speed for LeNet). The
+(``torch._foreach_*``), as torch.optim's ``foreach`` path does on CUDA; an eager
+Adam / AdamW step on CPU or CUDA pieces runs torch's fused kernel instead
+(``fused=True``: one pass over each parameter's memory, 2.7x the foreach step's
+speed for LeNet on one CPU core; on a GPU one launch, not ~10). A captured step
+(``graphs``) keeps the foreach kernels, reading its scalars from device memory. The
 state (momentum buffers, Adam moments) is a DArray per parameter in its
 master's layout, made on the first step. The formulas and the order of the
 operations are torch.optim's (``_multi_tensor_sgd`` / ``_multi_tensor_adam`` /
@@ -87,10 +89,11 @@ def _sgd_update(masters: list, grads: list, bufs: list | None, lr: float, moment
 def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, betas: tuple,
                  eps: float, weight_decay: float, decoupled: bool, steps: list,
                  fused: bool | None = None) -> None:
-    """torch.optim.Adam/AdamW's step. Fused (``fused``; None: on CPU pieces, not
-    while captured): torch's ``_fused_adam(w)_``, one pass over each parameter's
-    memory. Otherwise the multi-tensor step (``_multi_tensor_adam``): eight
-    ``torch._foreach_*`` kernels over all the parameters; while a step is captured
+    """torch.optim.Adam/AdamW's step. Fused (``fused``; None: on CPU and CUDA pieces,
+    not while captured): torch's ``_fused_adam(w)_``, one pass over each parameter's
+    memory (on a GPU one launch for all of them). Otherwise the multi-tensor step
+    (``_multi_tensor_adam``): eight ``torch._foreach_*`` kernels over all the
+    parameters; while a step is captured
     (``runtime.capture``) the step-dependent scalars are read from device memory,
     in the order of torch's ``capturable`` path."""
     b1, b2 = betas
@@ -98,7 +101,7 @@ def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, beta
     if not keep:
         return
     values = capture.active()
-    if values is None and (fused or (fused is None and ps[0].device.type == "cpu")):
+    if values is None and (fused or (fused is None and ps[0].device.type in _FUSED)):
         _fused_adam(ps, gs, ms, vs, [steps[k] for k in keep], lr, betas, eps, weight_decay,
                     decoupled)
         _touch(*([a[k] for k in keep] for a in (masters, m1, m2)))
@@ -123,6 +126,9 @@ def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, beta
         torch._foreach_div_(denom, values.get("opt.step_size", ps[0].dtype))
         torch._foreach_addcdiv_(ps, ms, denom)
     _touch(*([a[k] for k in keep] for a in (masters, m1, m2)))
+
+
+_FUSED = ("cpu", "cuda")     # devices whose eager Adam(W) step is torch's fused kernel by default
 
 
 def _fused_adam(ps: list, gs: list, ms: list, vs: list, steps: list, lr: float, betas: tuple,
