@@ -318,6 +318,11 @@ case "${1:-tests}" in
         | tee "$OUT/r3o_units_cuda.log" | tail -2
     export DMATH_DEVICE=cpu
     dp_step r3o_dp.log
+    step "one thread: batch 8 and batch 128 (dmath, torch default / foreach / fused)"
+    for b in 8 128; do
+      timeout 60 python3 benchmarks/train_overhead.py --models lenet --batch $b --threads 1 \
+          --steps $((b == 8 ? 60 : 12)) 2>&1 | tee -a "$OUT/r3o_dp.log" | tail -4
+    done
     python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
     for nat in 1 0; do
       step "eigh, 16 ranks, n = 2048, DMATH_NATIVE=$nat"
