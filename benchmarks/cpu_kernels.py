@@ -1,0 +1,100 @@
+"""The CPU kernel choices of a small training step, each next to torch's default, one thread.
+
+    python benchmarks/cpu_kernels.py
+    python benchmarks/cpu_kernels.py --threads 2 --batch 8,32,128
+
+Rows (microseconds, best of 7 rounds; both forms compute the same bits):
+
+* AdamW over LeNet's parameters (``dmath.train.models`` "lenet": 215,370):
+  torch's per-parameter loop (its CPU default), ``foreach`` and ``fused``
+  (``torch._fused_adamw_``, what ``dmath.train.AdamW`` runs on CPU pieces);
+* max pooling 2 x 2 forward and backward (``aten.max_pool2d_with_indices``
+  and its backward) of LeNet's two pooled activations: on the NCHW tensor as
+  given, and in channels-last memory with the copies in and out
+  (``dmath.nn.pool._planes_last``).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from train import torch_model  # noqa: E402
+
+_A = torch.ops.aten
+
+
+def best_us(fn, n: int = 30, rounds: int = 7) -> float:
+    for _ in range(5):
+        fn()
+    ts = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        ts.append((time.perf_counter() - t0) / n)
+    return 1e6 * min(ts)
+
+
+def adamw_rows() -> list[tuple[str, float]]:
+    out = []
+    for name, kw in (("loop (default)", {"foreach": False}), ("foreach", {"foreach": True}),
+                     ("fused", {"fused": True})):
+        torch.manual_seed(0)
+        model = torch_model("lenet")
+        for p in model.parameters():
+            p.grad = torch.randn_like(p)
+        opt = torch.optim.AdamW(model.parameters(), 1e-3, **kw)
+        out.append((name, best_us(opt.step)))
+    return out
+
+
+def pool_rows(batch: int) -> list[tuple[str, float, float]]:
+    out = []
+    for shape in ((batch, 16, 28, 28), (batch, 32, 14, 14)):
+        X = torch.relu(torch.randn(shape))
+        g = torch.randn(shape[0], shape[1], shape[2] // 2, shape[3] // 2)
+        k = ([2, 2], [2, 2], [0, 0], [1, 1], False)
+
+        def nchw():
+            y, i = _A.max_pool2d_with_indices(X, *k)
+            return y, _A.max_pool2d_with_indices_backward(g, X, *k, i)
+
+        def planes_last():
+            Xc = X.contiguous(memory_format=torch.channels_last)
+            y, i = _A.max_pool2d_with_indices(Xc, *k)
+            gc = g.contiguous(memory_format=torch.channels_last)
+            return y.contiguous(), _A.max_pool2d_with_indices_backward(gc, Xc, *k, i).contiguous()
+        a, b = nchw(), planes_last()
+        if not (torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])):
+            raise RuntimeError(f"max pool {shape}: the two forms differ")
+        out.append(("x".join(map(str, shape)), best_us(nchw), best_us(planes_last)))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch", default="8,128", help="batch sizes of the pooling rows")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"CPU, {torch.get_num_threads()} thread(s), torch {torch.__version__}; us, best of 7")
+    print("\n| AdamW over LeNet's parameters | us |\n|---|---:|")
+    for name, us in adamw_rows():
+        print(f"| {name} | {us:.0f} |")
+    print("\n| max pool 2x2, forward + backward | NCHW us | channels-last with copies us | "
+          "ratio |\n|---|---:|---:|---:|")
+    for b in (int(v) for v in args.batch.split(",")):
+        for shape, a, c in pool_rows(b):
+            print(f"| {shape} | {a:.0f} | {c:.0f} | {a / c:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
