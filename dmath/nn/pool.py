@@ -127,16 +127,6 @@ def _empty_out(X: torch.Tensor, halos: Halos) -> torch.Tensor:
     return X.new_zeros(X.shape[:2] + halos.out_local)
 
 
-def _planes_last(X: torch.Tensor) -> torch.Tensor:
-    """X (N, C, H, W) in channels-last memory where torch's max pooling is faster with the
-    copies in and out than in place: CPU pieces of several channels (its NCHW kernel walks
-    each plane alone: LeNet's 8 x 16 x 28 x 28 pool forward and backward 678 -> 420 us with
-    the copies, one core; the same values and indices, bit for bit); else X."""
-    if X.device.type == "cpu" and X.dim() == 4 and X.shape[1] > 1 and X.is_contiguous():
-        return X.contiguous(memory_format=torch.channels_last)
-    return X
-
-
 @command
 def max_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, dilation=1,
                        ceil_mode: bool = False) -> tuple[DArray, PoolCtx]:
@@ -147,9 +137,7 @@ def max_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, dilation=
     if h.empty:
         y, idx = _empty_out(X, h), None
     else:
-        X = _planes_last(X)
         y, idx = _aten.max_pool2d_with_indices(X, k, s, list(h.torch_padding), d, ceil_mode)
-        y = y.contiguous()
     ctx = PoolCtx("max", (x.layout, xr.layout), x.shape, x.grid, X, h, k, s, d, ceil_mode, idx)
     return DArray(y, out_shape, xr.layout, x.grid), ctx
 
@@ -190,11 +178,9 @@ def max_pool2d_backward(dy: DArray, ctx: PoolCtx) -> DArray:
     if ctx.halos.empty:
         dX = torch.zeros_like(ctx.X)
     else:
-        if not ctx.X.is_contiguous():                  # planes last (``_planes_last``)
-            g = g.contiguous(memory_format=torch.channels_last)
         dX = _aten.max_pool2d_with_indices_backward(
             g, ctx.X, ctx.kernel, ctx.stride, list(ctx.halos.torch_padding), ctx.dilation,
-            ctx.ceil, ctx.extra).contiguous()
+            ctx.ceil, ctx.extra)
     return _finish(dX, ctx)
 
 
