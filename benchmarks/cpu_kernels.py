@@ -10,8 +10,9 @@ Rows (microseconds, best of 7 rounds; both forms compute the same bits):
   (``torch._fused_adamw_``, what ``dmath.train.AdamW`` runs on CPU pieces);
 * max pooling 2 x 2 forward and backward (``aten.max_pool2d_with_indices``
   and its backward) of LeNet's two pooled activations: on the NCHW tensor as
-  given, and in channels-last memory with the copies in and out
-  (``dmath.nn.pool._planes_last``).
+  given (what dmath runs), and in channels-last memory with the copies in and
+  out: ~2x faster here in isolation, but no faster inside a training step
+  (docs/performance.md), so dmath does not use it; the rows keep the evidence.
 """
 from __future__ import annotations
 
