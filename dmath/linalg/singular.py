@@ -34,28 +34,34 @@ from ..runtime import agreed
 from ..runtime.dispatch import command
 from ._bc import BC, LinAlgError, block_size, grid2, one_rank, to_bc, whole
 from . import band, bidiagonal, golub_kahan, lapacke, vectors
-from .eigensolver import check_finite, compute_dtype, vectors_method
+from .eigensolver import all_finite, check_finite, compute_dtype, vectors_method
 
 
 def _local_svd(a: DArray, dtype, full: bool, uv: bool):
+    """svd of a matrix on one rank: LAPACK's gesdd (gesvd if it fails) through scipy on
+    the CPU, torch.linalg elsewhere. Checked for NaN and inf first (``all_finite``:
+    LAPACK's SVD may loop on them). On the CPU LAPACK gets A^T, the C-ordered piece's
+    F-ordered view, to work in (svd(A^T) = V S U^T), where a C-ordered array is first
+    copied."""
     t = whole(a).to(dtype)
-    if not bool(torch.isfinite(t).all()):
+    if not all_finite(t):
         raise LinAlgError("svd: the matrix holds NaN or inf")
     if t.device.type != "cpu":
         if not uv:
             return None, torch.linalg.svdvals(t), None
         return torch.linalg.svd(t, full_matrices=full)
     import scipy.linalg as sl
-    x = t.numpy()
     try:
-        r = sl.svd(x, full_matrices=full, compute_uv=uv, check_finite=False,
-                   lapack_driver="gesdd")
+        r = sl.svd(t.numpy().T, full_matrices=full, compute_uv=uv, overwrite_a=True,
+                   check_finite=False, lapack_driver="gesdd")
     except LinAlgError:
-        r = sl.svd(x, full_matrices=full, compute_uv=uv, check_finite=False,
-                   lapack_driver="gesvd")
+        r = sl.svd(whole(a).to(dtype).numpy().T, full_matrices=full, compute_uv=uv,
+                   overwrite_a=True, check_finite=False, lapack_driver="gesvd")
     if not uv:
         return None, torch.from_numpy(r), None
-    return tuple(torch.from_numpy(np.ascontiguousarray(z)) for z in r)
+    ut, s, vht = r                                 # of A^T: A = vht^T s ut^T
+    return (torch.from_numpy(np.ascontiguousarray(vht.T)), torch.from_numpy(s),
+            torch.from_numpy(np.ascontiguousarray(ut.T)))
 
 
 def _svd(a: DArray, full: bool, uv: bool, nb: int | None, what: str):

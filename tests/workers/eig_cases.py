@@ -212,6 +212,52 @@ def case_nan(grid, lay):
     return done + 1
 
 
+def case_nan_everywhere() -> int:
+    """One rank (LAPACK, checked first by one pass without a temporary): NaN, inf or -inf
+    at every place of a symmetric matrix of two check blocks, read by eigh / eigvalsh (both
+    UPLO, and a subset by index: the evr driver) when in the triangle they read, ignored
+    when in the other; svd and svdvals read all of it."""
+    from dmath.linalg import eigensolver
+    eigensolver.FINITE_BLOCK = 2                          # blocks 0-1, 2-3, 4 of the check
+    grid = dmath.Grid((1,), ("one",))
+    n, done = 5, 0
+    base = rng.standard_normal((n, n))
+    base = base + base.T
+    for bad in (np.nan, np.inf, -np.inf):
+        for i in range(n):
+            for j in range(n):
+                a = base.copy()
+                a[i, j] = bad
+                A = dmath.from_numpy(a, Layout(), grid=grid)
+                for uplo in ("L", "U"):
+                    read = i >= j if uplo == "L" else i <= j
+                    for fn in (lambda: la.eigh(A, uplo), lambda: la.eigvalsh(A, uplo),
+                               lambda: la.eigvalsh(A, uplo, subset_by_index=(1, 3))):
+                        try:
+                            out = fn()
+                        except np.linalg.LinAlgError as e:
+                            assert read and "NaN" in str(e), (bad, i, j, uplo, str(e))
+                            done += 1
+                            continue
+                        assert not read, f"{bad} at ({i}, {j}), UPLO {uplo}: no error"
+                        w = host(out[0] if isinstance(out, tuple) else out)
+                        clean = np.where(np.tril(np.ones((n, n))) > 0, a, a.T) if uplo == "L" \
+                            else np.where(np.triu(np.ones((n, n))) > 0, a, a.T)
+                        want = np.linalg.eigvalsh(clean)
+                        assert np.allclose(w, want[1:4] if len(w) == 3 else want), (bad, i, j)
+                        done += 1
+                for fn in (la.svd, la.svdvals):             # svd reads every element
+                    try:
+                        fn(A)
+                    except np.linalg.LinAlgError as e:
+                        assert "NaN" in str(e), (bad, i, j, str(e))
+                        done += 1
+                        continue
+                    raise AssertionError(f"{fn.__name__}: {bad} at ({i}, {j}): no error")
+    eigensolver.FINITE_BLOCK = 256
+    return done
+
+
 def peak_growth(fn) -> int:
     """Peak resident bytes this rank gains while running fn (VmHWM reset first)."""
     def status(key):
@@ -263,6 +309,8 @@ def case_memory():
 
 
 C.ok(case_memory())
+if p == 1:
+    C.ok(case_nan_everywhere())
 for gi, grid in enumerate(grids()):
     lays = layouts(grid)
     for j, kind in enumerate(("random", "graded", "clustered", "deficient")):
