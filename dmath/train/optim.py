@@ -5,9 +5,9 @@ reductions) and lie in each master's layout, so every update is elementwise
 on the local pieces: one SPMD command per step, no communication, and the
 update of all the parameters together is a handful of multi-tensor kernels
 (``torch._foreach_*``), as torch.optim's ``foreach`` path does on CUDA; an eager
-Adam / AdamW step on CPU or CUDA pieces runs torch's fused kernel instead
-(``fused=True``: one pass over each parameter's memory, 2.7x the foreach step's
-speed for LeNet on one CPU core; on a GPU one launch, not ~10). A captured step
+Adam / AdamW step on CPU pieces runs torch's fused kernel instead (one pass over
+each parameter's memory, 2.7x the foreach step's speed for LeNet on one CPU core;
+``fused=True`` asks for it on a GPU too: one launch, not ~10). A captured step
 (``graphs``) keeps the foreach kernels, reading its scalars from device memory. The
 state (momentum buffers, Adam moments) is a DArray per parameter in its
 master's layout, made on the first step. The formulas and the order of the
@@ -89,8 +89,8 @@ def _sgd_update(masters: list, grads: list, bufs: list | None, lr: float, moment
 def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, betas: tuple,
                  eps: float, weight_decay: float, decoupled: bool, steps: list,
                  fused: bool | None = None) -> None:
-    """torch.optim.Adam/AdamW's step. Fused (``fused``; None: on CPU and CUDA pieces,
-    not while captured): torch's ``_fused_adam(w)_``, one pass over each parameter's
+    """torch.optim.Adam/AdamW's step. Fused (``fused``; None: on CPU pieces; never
+    while captured): torch's ``_fused_adam(w)_``, one pass over each parameter's
     memory (on a GPU one launch for all of them). Otherwise the multi-tensor step
     (``_multi_tensor_adam``): eight ``torch._foreach_*`` kernels over all the
     parameters; while a step is captured
@@ -128,7 +128,8 @@ def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, beta
     _touch(*([a[k] for k in keep] for a in (masters, m1, m2)))
 
 
-_FUSED = ("cpu", "cuda")     # devices whose eager Adam(W) step is torch's fused kernel by default
+_FUSED = ("cpu",)    # devices whose eager Adam(W) step is torch's fused kernel by default
+# (CUDA: fused=True asks for it; the default there stays foreach until it has run on a GPU)
 
 
 def _fused_adam(ps: list, gs: list, ms: list, vs: list, steps: list, lr: float, betas: tuple,

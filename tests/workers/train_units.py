@@ -73,16 +73,18 @@ for k, (name, kw) in enumerate(OPTS):
 
 # float32, replicated: the very bits of torch.optim's step, which dmath's update follows
 # operation for operation: the multi-tensor (foreach) step, and Adam(W)'s fused one (the
-# default on CPU pieces; fused=False: foreach)
+# default on CPU pieces; fused=False: foreach; fused=True: fused on any device, on CUDA
+# against torch's fused CPU step within CUDA's rounding)
 grid = grids(p)[0]
 cpu = dmath.runtime.context().device.type == "cpu"
 for k, (name, kw, fused) in enumerate([(n, kw, None) for n, kw in OPTS] +
-                                      [(n, kw, False) for n, kw in OPTS if n != "sgd"]):
+                                      [(n, kw, f) for n, kw in OPTS if n != "sgd"
+                                       for f in (False, True)]):
     values = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
     params = [Param(darray(v, Layout(), grid), f"p{i}") for i, v in enumerate(values)]
     opt = train.OPTIMIZERS[name](params, **kw, **({} if name == "sgd" else {"fused": fused}))
     ref = [torch.tensor(v, requires_grad=True) for v in values]
-    fuse = name != "sgd" and fused is None and cpu
+    fuse = name != "sgd" and (fused or (fused is None and cpu))
     topt = TORCH[name](ref, **({"fused": True} if fuse else {"foreach": True}), **kw)
     for step in range(3):
         for q, r in zip(params, ref):
