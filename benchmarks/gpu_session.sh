@@ -34,6 +34,7 @@
 #   bash benchmarks/gpu_session.sh round3k  # eigh/svd on 16 and 4 CPU ranks (n = 2048), 16 (n = 4096)
 #   bash benchmarks/gpu_session.sh round3l  # eigh/svd on 4 CPU ranks (n = 2048); 16 ranks n = 8192
 #   bash benchmarks/gpu_session.sh round3n  # eigvalsh on 16 CPU ranks, band values on rank 0 alone
+#   bash benchmarks/gpu_session.sh round3q  # round3o's first part in < 280 s
 #   bash benchmarks/gpu_session.sh round3o  # CPU topology, graph_host.py --gpu --profile, 16-core
 #                                          # data-parallel step, eigh native on/off, eigvalsh (16)
 #   bash benchmarks/gpu_session.sh round3m  # eigh/eigvalsh on 4 / 16 CPU ranks up to n = 8192; cholesky,
@@ -341,6 +342,27 @@ case "${1:-tests}" in
     step "eigvalsh, 16 ranks, n = 8192"
     timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
         --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3o_8192.log" | tail -1
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3q)  # < 280 s, round3o's first part when little device time is left: CPU topology, the
+            # CUDA check of fused Adam / AdamW, the profiled graph host step, eigh on 16 ranks
+            # at n = 2048 with the compiled product on and off (carry .venv/scalapack/debs, .whl)
+    t0=$SECONDS
+    lscpu | grep -E "^(Model name|Socket|Core|Thread|CPU\(s\)|L[23]|NUMA node\(s\))"
+    step "optimizer units on CUDA (fused=True)"
+    timeout 80 python3 -m pytest -q -x -p no:cacheprovider tests/test_train.py -k units 2>&1 \
+        | tee "$OUT/r3q_units_cuda.log" | tail -2
+    step "graph host time, LeNet, profiled"
+    timeout 70 python3 benchmarks/graph_host.py --gpu --models lenet --steps 200 --profile 200 \
+        2>&1 | tee "$OUT/r3q_graph_host.log" | tail -30
+    export DMATH_DEVICE=cpu
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    for nat in 1 0; do
+      step "eigh, 16 ranks, n = 2048, DMATH_NATIVE=$nat"
+      DMATH_NATIVE=$nat timeout $((270 - SECONDS + t0 > 55 ? 55 : 270 - SECONDS + t0)) python3 \
+          benchmarks/solvers.py --spectral --ranks 16 --sizes 2048 --nb 64 --repeats 1 --no-doc \
+          --no-single --routines eigh 2>&1 | tee "$OUT/r3q_eigh_$nat.log" | tail -1
+    done
     step "done after $((SECONDS - t0)) s"
     ;;
   round3n)  # < 150 s, the host's CPUs: eigvalsh with rank 0 alone running band -> values, on
