@@ -35,6 +35,7 @@
 #   bash benchmarks/gpu_session.sh round3l  # eigh/svd on 4 CPU ranks (n = 2048); 16 ranks n = 8192
 #   bash benchmarks/gpu_session.sh round3n  # eigvalsh on 16 CPU ranks, band values on rank 0 alone
 #   bash benchmarks/gpu_session.sh round3q  # round3o's first part in < 280 s
+#   bash benchmarks/gpu_session.sh round3r  # graph host time (LeNet) and the CUDA captured-step worker
 #   bash benchmarks/gpu_session.sh round3o  # CPU topology, graph_host.py --gpu --profile, 16-core
 #                                          # data-parallel step, eigh native on/off, eigvalsh (16)
 #   bash benchmarks/gpu_session.sh round3m  # eigh/eigvalsh on 4 / 16 CPU ranks up to n = 8192; cholesky,
@@ -363,6 +364,17 @@ case "${1:-tests}" in
           benchmarks/solvers.py --spectral --ranks 16 --sizes 2048 --nb 64 --repeats 1 --no-doc \
           --no-single --routines eigh 2>&1 | tee "$OUT/r3q_eigh_$nat.log" | tail -1
     done
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3r)  # < 200 s: the graph step's host time after the kept CUDA stream (graph_host.py, LeNet),
+            # then the captured-step worker on CUDA (graphs train as eager steps do)
+    t0=$SECONDS
+    timeout 60 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 2>&1 \
+        | tee "$OUT/r3r_graph_host.log" | tail -3
+    mkdir -p "$OUT/r3r_tmp"
+    timeout $((190 - SECONDS + t0)) python3 tests/workers/train_graphs.py "$OUT/r3r_tmp" cuda \
+        > "$OUT/r3r_train_graphs.log" 2>&1; echo "train_graphs rc $?"
+    rm -rf "$OUT/r3r_tmp"; tail -n 3 "$OUT/r3r_train_graphs.log"
     step "done after $((SECONDS - t0)) s"
     ;;
   round3n)  # < 150 s, the host's CPUs: eigvalsh with rank 0 alone running band -> values, on
