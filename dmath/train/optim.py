@@ -129,7 +129,8 @@ def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, beta
 
 
 _FUSED = ("cpu",)    # devices whose eager Adam(W) step is torch's fused kernel by default
-# (CUDA: fused=True asks for it; the default there stays foreach until it has run on a GPU)
+# (CUDA: fused=True asks for it, checked there by train_units; the default stays foreach
+# until its speed on a GPU is measured)
 
 
 def _fused_adam(ps: list, gs: list, ms: list, vs: list, steps: list, lr: float, betas: tuple,
