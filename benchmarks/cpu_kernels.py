@@ -3,7 +3,7 @@
     python benchmarks/cpu_kernels.py
     python benchmarks/cpu_kernels.py --threads 2 --batch 8,32,128
 
-Rows (microseconds, best of 7 rounds; both forms compute the same bits):
+Rows (microseconds, the best of 7 rounds of 30 calls):
 
 * AdamW over LeNet's parameters (``dmath.train.models`` "lenet": 215,370):
   torch's per-parameter loop (its CPU default), ``foreach`` and ``fused``
@@ -13,12 +13,12 @@ Rows (microseconds, best of 7 rounds; both forms compute the same bits):
   given (what dmath runs), and in channels-last memory with the copies in and
   out: ~2x faster here in isolation, but no faster inside a training step
   (docs/performance.md), so dmath does not use it; the rows keep the evidence.
+  The two forms are checked to give the same bits before they are timed.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,21 +26,19 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _common import best_of  # noqa: E402
 from train import torch_model  # noqa: E402
 
 _A = torch.ops.aten
 
 
 def best_us(fn, n: int = 30, rounds: int = 7) -> float:
-    for _ in range(5):
-        fn()
-    ts = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
+    """us per call of ``fn``: the fastest of ``rounds`` rounds of ``n`` calls (one round
+    first, untimed)."""
+    def round_():
         for _ in range(n):
             fn()
-        ts.append((time.perf_counter() - t0) / n)
-    return 1e6 * min(ts)
+    return 1e6 * best_of(round_, rounds, warmup=1) / n
 
 
 def adamw_rows() -> list[tuple[str, float]]:
