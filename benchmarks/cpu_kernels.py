@@ -2,12 +2,15 @@
 
     python benchmarks/cpu_kernels.py
     python benchmarks/cpu_kernels.py --threads 2 --batch 8,32,128
+    python benchmarks/cpu_kernels.py --device cuda      # the AdamW rows on a GPU
 
 Rows (microseconds, the best of 7 rounds of 30 calls):
 
 * AdamW over LeNet's parameters (``dmath.train.models`` "lenet": 215,370):
   torch's per-parameter loop (its CPU default), ``foreach`` and ``fused``
   (``torch._fused_adamw_``, what ``dmath.train.AdamW`` runs on CPU pieces);
+  ``--device cuda``: the same rows on a GPU (synchronised after each round), for
+  LeNet's and ResNet's parameters: the evidence for the default there;
 * max pooling 2 x 2 forward and backward (``aten.max_pool2d_with_indices``
   and its backward) of LeNet's two pooled activations: on the NCHW tensor as
   given (what dmath runs), and in channels-last memory with the copies in and
@@ -41,16 +44,22 @@ def best_us(fn, n: int = 30, rounds: int = 7) -> float:
     return 1e6 * best_of(round_, rounds, warmup=1) / n
 
 
-def adamw_rows() -> list[tuple[str, float]]:
+def adamw_rows(model_name: str = "lenet", device: str = "cpu") -> list[tuple[str, float]]:
     out = []
-    for name, kw in (("loop (default)", {"foreach": False}), ("foreach", {"foreach": True}),
+    for name, kw in (("loop", {"foreach": False}), ("foreach", {"foreach": True}),
                      ("fused", {"fused": True})):
         torch.manual_seed(0)
-        model = torch_model("lenet")
+        model = torch_model(model_name).to(device)
         for p in model.parameters():
             p.grad = torch.randn_like(p)
         opt = torch.optim.AdamW(model.parameters(), 1e-3, **kw)
-        out.append((name, best_us(opt.step)))
+        if device == "cpu":
+            out.append((name, best_us(opt.step)))
+        else:
+            def step():
+                opt.step()
+                torch.cuda.synchronize()
+            out.append((name, best_us(step)))
     return out
 
 
@@ -81,12 +90,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", default="8,128", help="batch sizes of the pooling rows")
+    ap.add_argument("--device", default="cpu", help="cuda: the AdamW rows on the GPU only")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.device != "cpu":
+        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; us a step "
+              "(synchronised), best of 7 rounds of 30")
+        print("\n| AdamW over | loop us | foreach us | fused us | foreach / fused |"
+              "\n|---|---:|---:|---:|---:|")
+        for m in ("lenet", "resnet"):
+            r = dict(adamw_rows(m, args.device))
+            print(f"| {m} | {r['loop']:.0f} | {r['foreach']:.0f} | {r['fused']:.0f} | "
+                  f"{r['foreach'] / r['fused']:.2f} |", flush=True)
+        return 0
     print(f"CPU, {torch.get_num_threads()} thread(s), torch {torch.__version__}; us, best of 7")
     print("\n| AdamW over LeNet's parameters | us |\n|---|---:|")
     for name, us in adamw_rows():
-        print(f"| {name} | {us:.0f} |")
+        print(f"| {name}{' (default)' if name == 'loop' else ''} | {us:.0f} |")
     print("\n| max pool 2x2, forward + backward | NCHW us | channels-last with copies us | "
           "ratio |\n|---|---:|---:|---:|")
     for b in (int(v) for v in args.batch.split(",")):

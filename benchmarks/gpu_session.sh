@@ -35,6 +35,8 @@
 #   bash benchmarks/gpu_session.sh round3l  # eigh/svd on 4 CPU ranks (n = 2048); 16 ranks n = 8192
 #   bash benchmarks/gpu_session.sh round3n  # eigvalsh on 16 CPU ranks, band values on rank 0 alone
 #   bash benchmarks/gpu_session.sh round3q  # round3o's first part in < 280 s
+#   bash benchmarks/gpu_session.sh round3s  # the compiled dropout-mask kernel, LeNet replay kernels and
+#                                          # host time, AdamW on the GPU, 16-core data-parallel step
 #   bash benchmarks/gpu_session.sh round3r  # graph host time (LeNet) and the CUDA captured-step worker
 #   bash benchmarks/gpu_session.sh round3o  # CPU topology, graph_host.py --gpu --profile, 16-core
 #                                          # data-parallel step, eigh native on/off, eigvalsh (16)
@@ -343,6 +345,40 @@ case "${1:-tests}" in
     step "eigvalsh, 16 ranks, n = 8192"
     timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
         --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3o_8192.log" | tail -1
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3s)  # < 560 s: the compiled dropout-mask kernel (its CUDA test), the LeNet replay's kernels
+            # and host time, AdamW loop / foreach / fused on the GPU, the captured-step worker
+            # on CUDA, the 16-core data-parallel step (fused AdamW on CPU pieces), eigvalsh on
+            # 16 ranks (carry .whl, .venv/scalapack/debs)
+    t0=$SECONDS
+    left() { echo $((550 - SECONDS + t0)); }
+    step "the dropout-mask kernel on CUDA"
+    timeout 60 python3 -m pytest -q -x -p no:cacheprovider tests/test_eager_step.py -k kernel_cuda \
+        2>&1 | tee "$OUT/r3s_kernel.log" | tail -2
+    step "the kernels of a LeNet replay"
+    timeout 60 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 30 2>&1 \
+        | tee "$OUT/r3s_kernels.log" | grep -E "kernels,|dropout|jit|bits|Long" | head -20
+    step "graph host time and steps, LeNet, twice"
+    for i in 1 2; do
+      timeout 60 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 2>&1 \
+          | tee -a "$OUT/r3s_graph_host.log" | tail -2
+    done
+    step "AdamW on the GPU"
+    timeout 60 python3 benchmarks/cpu_kernels.py --device cuda 2>&1 | tee "$OUT/r3s_adamw.log" | tail -4
+    step "the captured-step worker on CUDA"
+    mkdir -p "$OUT/r3s_tmp"
+    timeout 150 python3 tests/workers/train_graphs.py "$OUT/r3s_tmp" cuda \
+        > "$OUT/r3s_train_graphs.log" 2>&1; echo "train_graphs rc $?"
+    rm -rf "$OUT/r3s_tmp"; tail -n 3 "$OUT/r3s_train_graphs.log"
+    export DMATH_DEVICE=cpu
+    if [ "$(left)" -gt 150 ]; then dp_step r3s_dp.log; fi
+    if [ "$(left)" -gt 50 ]; then
+      python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+      step "eigvalsh, 16 ranks, n = 4096"
+      timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 4096 --nb 64 \
+          --repeats 1 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3s_eigvalsh.log" | tail -1
+    fi
     step "done after $((SECONDS - t0)) s"
     ;;
   round3q)  # < 280 s, round3o's first part when little device time is left: CPU topology, the

@@ -106,7 +106,7 @@ def dropout_mask(shape, layout: Layout, grid, p: float, seed: int | None,
         mask *= nt(scale)                 # what torch's mul by the scalar does: bit for bit
         return torch.from_numpy(mask)
     idx = _flat_index(tuple(shape), layout, grid, dev)
-    keep = _random._bits53(idx, key) >= threshold
+    keep = _random.bits53_at_least(idx, key, threshold)
     return keep.to(dtype) * scale
 
 

@@ -92,7 +92,22 @@ def _key(seed_: int | None) -> int | torch.Tensor:
 def step_values() -> dict:
     """The numbers a captured step's draws read (``runtime.capture``): the session
     seed's key and the stream count before the step."""
-    return {"rng.key0": _mix_int(_state["seed"]), "rng.stream": _state["stream"]}
+    seed_ = _state["seed"]
+    key0 = _seed_keys.get(seed_)
+    if key0 is None:
+        _seed_keys.clear()
+        key0 = _seed_keys[seed_] = _mix_int(seed_)
+    return {"rng.key0": key0, "rng.stream": _state["stream"]}
+
+
+_seed_keys: dict[int, int] = {}      # the session seed's key (one entry, made once a seed)
+
+
+def skip_streams(n: int) -> None:
+    """Advance the session's stream count by ``n`` on this rank only: for code that
+    runs on every rank already (a replayed training step, whose ``n`` draws ran in
+    the graph), without ``set_state``'s command."""
+    _state["stream"] += n
 
 
 def draw_keys(values: dict, draws: int) -> dict:
@@ -118,6 +133,38 @@ def _flat_index(g: list[np.ndarray], shape: tuple) -> torch.Tensor:
 def _bits53(idx: torch.Tensor, key: int) -> torch.Tensor:
     """53 random bits (int64 in [0, 2**53)) from index and key."""
     return _srl(_splitmix(idx ^ key), 11)
+
+
+def bits53_at_least(idx: torch.Tensor, key: "int | torch.Tensor", threshold: int
+                    ) -> torch.Tensor:
+    """``_bits53(idx, key) >= threshold`` as a bool or 0 / 1 int64 tensor: on CUDA one
+    compiled elementwise kernel (torch's jiterator) instead of ~15 int64 kernels
+    (~13 us of a replayed LeNet step on an H100); elsewhere, or when the kernel
+    cannot be compiled, torch's kernels. The same bits either way."""
+    if idx.is_cuda and _keep_kernel[0] is not False:
+        try:
+            if _keep_kernel[0] is None:
+                _keep_kernel[0] = torch.cuda.jiterator._create_jit_fn(_KEEP_CODE, threshold=0)
+            return _keep_kernel[0](idx ^ key, threshold=int(threshold))
+        except Exception as e:           # no NVRTC, an unsupported build: torch's kernels
+            _keep_kernel[0] = False
+            import warnings
+            warnings.warn(f"dmath.random: the compiled mask kernel is unavailable ({e}); "
+                          "using torch's kernels")
+    return _bits53(idx, key) >= threshold
+
+
+# splitmix64 of (index ^ key), its top 53 bits compared with a threshold (< 2**53)
+_KEEP_CODE = """
+template <typename T> T bits53_at_least(T z, T threshold) {
+  unsigned long long u = (unsigned long long)z + 0x9E3779B97F4A7C15ULL;
+  u = (u ^ (u >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  u = (u ^ (u >> 27)) * 0x94D049BB133111EBULL;
+  u ^= u >> 31;
+  return (T)((long long)(u >> 11) >= (long long)threshold);
+}
+"""
+_keep_kernel: list = [None]          # the compiled kernel (None: not yet; False: unavailable)
 
 
 def _bits53_host(idx: np.ndarray, key: int) -> np.ndarray:

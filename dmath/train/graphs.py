@@ -402,8 +402,9 @@ class StepGraphs:
                 x, y = DArray(lx, x.shape, x.layout, x.grid), DArray(ly, y.shape, y.layout, y.grid)
             inputs.append((x, y))
         stats = self.trainer.eager_step(inputs)
-        g.ring.index_copy_(0, values.get("stats.row").reshape(1),
-                           torch.stack([s.t for s in stats]).unsqueeze(0))
+        rows = stats[0].t.view(1, 1, 2) if len(stats) == 1 else \
+            torch.stack([s.t for s in stats]).unsqueeze(0)         # (one copy fewer)
+        g.ring.index_copy_(0, values.get("stats.row").reshape(1), rows)
         return []
 
 

@@ -257,9 +257,7 @@ class Trainer:
         ``stepped`` per optimizer group, ``rng_calls`` random streams drawn."""
         self.optimizer.advance(stepped)
         if rng_calls:
-            rng = _random.get_state()
-            rng["stream"] += rng_calls
-            _random.set_state(rng)
+            _random.skip_streams(rng_calls)
         if not all(map(is_, map(_GRAD, self.optimizer.params), repeat(None))):
             self.optimizer.zero_grad()        # a replay leaves none: nothing to drop
         self.step += 1
