@@ -343,7 +343,8 @@ def case_band_traffic():
     """eigvalsh's band reduction on a 2 x 2 grid all-reduces each panel's rows k.. and, per
     rank, only its grid row's rows of Y = A V T (and V^T Y, b x b), not an (n - s) x b sum
     over the world per panel: the bytes it all-reduces stay within that bound, which is
-    below the world-wide scheme's."""
+    below the world-wide scheme's. The transposed products of its lower chunks go down
+    the grid column by a reduce-scatter: at most its columns' rows of Y a panel."""
     from dmath.linalg import band
     from dmath.runtime.comm import STATS
     grid = dmath.Grid((2, 2))
@@ -352,18 +353,45 @@ def case_band_traffic():
     a = symmetric(n, "random")
     A = dmath.from_numpy(a, dmath.block_cyclic(nb), grid=grid)
     la.eigvalsh(A, nb=nb)
-    before = STATS.snapshot()["bytes_sent"].get("allreduce", 0)
+    before = STATS.snapshot()["bytes_sent"]
     w = host(la.eigvalsh(A, nb=nb))
-    sent = STATS.snapshot()["bytes_sent"].get("allreduce", 0) - before
+    after = STATS.snapshot()["bytes_sent"]
+    sent, scattered = (after.get(k, 0) - before.get(k, 0) for k in ("allreduce", "reduce_scatter"))
     assert np.allclose(w, np.linalg.eigvalsh(a), atol=1e-10 * n1(a))
-    mine = world_rows = 0
+    mine = world_rows = cols = 0
     for k in range(0, n, b):
         s = min(k + b, n)
         rows = -(-(n - s) // (2 * nb)) * nb               # a grid row's share of rows >= s, at most
         mine += 8 * ((n - k) * b + rows * b + (b * b if n - s >= 2 else 0))
+        cols += 8 * rows * b if n - s >= 2 else 0         # (a grid column's share: the same)
         world_rows += 8 * ((n - k) * b + (n - s) * b)
     assert sent <= mine + 4096 < world_rows, (sent, mine, world_rows)
+    assert 0 <= scattered <= cols, (scattered, cols)
     return 1
+
+
+def case_band_chunks():
+    """eigvalsh's band reduction keeps only the lower triangle of chunks of its trailing
+    matrix: with chunks of a block row or two (``band.CHUNK_ROWS`` made small), on every
+    grid shape, uneven sizes and blocks, the values are numpy's, in float64 and float32."""
+    from dmath.linalg import band
+    done = 0
+    keep = band.CHUNK_ROWS
+    try:
+        for ci, chunk in enumerate((1, 8, 16)):
+            band.CHUNK_ROWS = chunk
+            for gi, grid in enumerate(grids()[:-1]):
+                n, nb = ((97, 5), (130, 8), (61, 3))[(ci + gi) % 3]
+                a = symmetric(n, ("random", "graded", "clustered")[gi % 3])
+                for dtype, tol in ((np.float64, 1e-11), (np.float32, 2e-4)):
+                    A = dmath.from_numpy(a.astype(dtype), dmath.block_cyclic(nb), grid=grid)
+                    w = host(la.eigvalsh(A, nb=nb))
+                    ref = np.linalg.eigvalsh(a)
+                    assert np.abs(np.sort(w) - ref).max() <= tol * n1(a), (chunk, grid.shape, n)
+                    done += 1
+    finally:
+        band.CHUNK_ROWS = keep
+    return done
 
 
 def case_onestage_reductions():
@@ -602,6 +630,7 @@ def svd_vectors_cases() -> int:
 
 
 C.ok(svd_vectors_cases())
+C.ok(case_band_chunks())
 if p == 4:
     C.ok(case_band_traffic())
 C.report()
