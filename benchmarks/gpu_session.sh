@@ -381,6 +381,24 @@ case "${1:-tests}" in
     fi
     step "done after $((SECONDS - t0)) s"
     ;;
+  round3t)  # < 300 s, the host's CPUs: band.symmetric before / after the lower-chunk update on 16
+            # ranks (ab_band.py with the old module ab_band_old.py: untracked files carried with
+            # the tree), eigvalsh on 16 ranks at n = 4096 and 8192 vs scipy / ScaLAPACK
+            # (carry .venv/scalapack/debs)
+    export DMATH_DEVICE=cpu OMP_NUM_THREADS=1
+    t0=$SECONDS
+    for nr in "4096 3" "8192 1"; do set -- $nr
+      step "band.symmetric old / new, 16 ranks, n = $1"
+      timeout 120 mpiexec -n 16 --bind-to none python3 -m mpi4py ab_band.py $1 $2 ab_band_old.py 2>&1 \
+          | tee -a "$OUT/r3t_ab.log" | tail -1
+    done
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    step "eigvalsh, 16 ranks, n = 4096, 8192"
+    timeout $((290 - SECONDS + t0)) python3 benchmarks/solvers.py --spectral --ranks 16 \
+        --sizes 4096,8192 --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 \
+        | tee "$OUT/r3t_eigvalsh.log" | tail -3
+    step "done after $((SECONDS - t0)) s"
+    ;;
   round3q)  # < 280 s, round3o's first part when little device time is left: CPU topology, the
             # CUDA check of fused Adam / AdamW, the profiled graph host step, eigh on 16 ranks
             # at n = 2048 with the compiled product on and off (carry .venv/scalapack/debs, .whl)
