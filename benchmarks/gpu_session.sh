@@ -35,6 +35,7 @@
 #   bash benchmarks/gpu_session.sh round3l  # eigh/svd on 4 CPU ranks (n = 2048); 16 ranks n = 8192
 #   bash benchmarks/gpu_session.sh round3n  # eigvalsh on 16 CPU ranks, band values on rank 0 alone
 #   bash benchmarks/gpu_session.sh round3q  # round3o's first part in < 280 s
+#   bash benchmarks/gpu_session.sh round3u  # round3s + round3t's essentials in one call
 #   bash benchmarks/gpu_session.sh round3s  # the compiled dropout-mask kernel, LeNet replay kernels and
 #                                          # host time, AdamW on the GPU, 16-core data-parallel step
 #   bash benchmarks/gpu_session.sh round3r  # graph host time (LeNet) and the CUDA captured-step worker
@@ -397,6 +398,42 @@ case "${1:-tests}" in
     timeout $((290 - SECONDS + t0)) python3 benchmarks/solvers.py --spectral --ranks 16 \
         --sizes 4096,8192 --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 \
         | tee "$OUT/r3t_eigvalsh.log" | tail -3
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3u)  # < 540 s, what one call must hold (round3s and round3t's essentials): the CUDA dropout-
+            # mask kernel's test, the LeNet replay's kernels and host time, AdamW on the GPU,
+            # band.symmetric before / after on 16 host ranks, eigvalsh at n = 8192 on 16 ranks,
+            # then the captured-step worker on CUDA (carry .whl, .venv/scalapack/debs)
+    t0=$SECONDS
+    left() { echo $((530 - SECONDS + t0)); }
+    step "the dropout-mask kernel on CUDA"
+    timeout 60 python3 -m pytest -q -x -p no:cacheprovider tests/test_eager_step.py -k kernel_cuda \
+        2>&1 | tee "$OUT/r3u_kernel.log" | tail -2
+    step "the kernels of a LeNet replay"
+    timeout 60 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 30 2>&1 \
+        | tee "$OUT/r3u_kernels.log" | grep -E "kernels,|jit|bits|Long" | head -12
+    step "graph host time and steps, LeNet"
+    timeout 60 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 2>&1 \
+        | tee -a "$OUT/r3u_graph_host.log" | tail -2
+    step "AdamW on the GPU"
+    timeout 40 python3 benchmarks/cpu_kernels.py --device cuda 2>&1 | tee "$OUT/r3u_adamw.log" | tail -3
+    export DMATH_DEVICE=cpu OMP_NUM_THREADS=1
+    for nr in "4096 3" "8192 1"; do set -- $nr
+      step "band.symmetric old / new, 16 ranks, n = $1"
+      timeout 100 mpiexec -n 16 --bind-to none python3 -m mpi4py ab_band.py $1 $2 ab_band_old.py 2>&1 \
+          | tee -a "$OUT/r3u_ab.log" | tail -1
+    done
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    unset OMP_NUM_THREADS
+    step "eigvalsh, 16 ranks, n = 8192"
+    timeout 90 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 --nb 64 --repeats 0 \
+        --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3u_eigvalsh.log" | tail -1
+    export DMATH_DEVICE=cuda
+    step "the captured-step worker on CUDA"
+    mkdir -p "$OUT/r3u_tmp"
+    timeout $(left) python3 tests/workers/train_graphs.py "$OUT/r3u_tmp" cuda \
+        > "$OUT/r3u_train_graphs.log" 2>&1; echo "train_graphs rc $?"
+    rm -rf "$OUT/r3u_tmp"; tail -n 3 "$OUT/r3u_train_graphs.log"
     step "done after $((SECONDS - t0)) s"
     ;;
   round3q)  # < 280 s, round3o's first part when little device time is left: CPU topology, the
