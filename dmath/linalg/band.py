@@ -99,7 +99,7 @@ def symmetric(M: BC, b: int) -> np.ndarray:
     return band
 
 
-CHUNK_ROWS = 256     # about the local rows of one chunk of the lower block triangle
+CHUNK_ROWS = 128     # about the local rows of one chunk of the lower block triangle
 
 
 def _lower_chunks(rows: np.ndarray, cols: np.ndarray, nb: int, pr: int) -> list:
