@@ -400,12 +400,12 @@ case "${1:-tests}" in
         | tee "$OUT/r3t_eigvalsh.log" | tail -3
     step "done after $((SECONDS - t0)) s"
     ;;
-  round3u)  # < 540 s, what one call must hold (round3s and round3t's essentials): the CUDA dropout-
+  round3u)  # < 440 s, what one call must hold (round3s and round3t's essentials): the CUDA dropout-
             # mask kernel's test, the LeNet replay's kernels and host time, AdamW on the GPU,
             # band.symmetric before / after on 16 host ranks, eigvalsh at n = 8192 on 16 ranks,
             # then the captured-step worker on CUDA (carry .whl, .venv/scalapack/debs)
     t0=$SECONDS
-    left() { echo $((530 - SECONDS + t0)); }
+    left() { echo $((430 - SECONDS + t0)); }
     step "the dropout-mask kernel on CUDA"
     timeout 60 python3 -m pytest -q -x -p no:cacheprovider tests/test_eager_step.py -k kernel_cuda \
         2>&1 | tee "$OUT/r3u_kernel.log" | tail -2
