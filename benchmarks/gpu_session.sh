@@ -400,35 +400,42 @@ case "${1:-tests}" in
         | tee "$OUT/r3t_eigvalsh.log" | tail -3
     step "done after $((SECONDS - t0)) s"
     ;;
-  round3u)  # < 440 s, what one call must hold (round3s and round3t's essentials): the CUDA dropout-
-            # mask kernel's test, the LeNet replay's kernels and host time, AdamW on the GPU,
-            # band.symmetric before / after on 16 host ranks, eigvalsh at n = 8192 on 16 ranks,
-            # then the captured-step worker on CUDA (carry .whl, .venv/scalapack/debs)
+  round3u)  # < R3U_SECONDS (default 430) s, what one call must hold (round3s and round3t's
+            # essentials, most needed first): the CUDA dropout-mask kernel's test, the LeNet
+            # replay's host time and kernels, band.symmetric before / after on 16 host ranks
+            # (n = 4096), eigvalsh at n = 8192 on 16 ranks, AdamW on the GPU, the band at 8192,
+            # the captured-step worker on CUDA (carry .whl, .venv/scalapack/debs)
     t0=$SECONDS
-    left() { echo $((430 - SECONDS + t0)); }
+    left() { echo $((${R3U_SECONDS:-430} - SECONDS + t0)); }
     step "the dropout-mask kernel on CUDA"
     timeout 60 python3 -m pytest -q -x -p no:cacheprovider tests/test_eager_step.py -k kernel_cuda \
         2>&1 | tee "$OUT/r3u_kernel.log" | tail -2
-    step "the kernels of a LeNet replay"
-    timeout 60 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 30 2>&1 \
-        | tee "$OUT/r3u_kernels.log" | grep -E "kernels,|jit|bits|Long" | head -12
     step "graph host time and steps, LeNet"
     timeout 60 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 2>&1 \
         | tee -a "$OUT/r3u_graph_host.log" | tail -2
-    step "AdamW on the GPU"
-    timeout 40 python3 benchmarks/cpu_kernels.py --device cuda 2>&1 | tee "$OUT/r3u_adamw.log" | tail -3
-    export DMATH_DEVICE=cpu OMP_NUM_THREADS=1
-    for nr in "4096 3" "8192 1"; do set -- $nr
-      step "band.symmetric old / new, 16 ranks, n = $1"
-      timeout 100 mpiexec -n 16 --bind-to none python3 -m mpi4py ab_band.py $1 $2 ab_band_old.py 2>&1 \
-          | tee -a "$OUT/r3u_ab.log" | tail -1
-    done
-    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
-    unset OMP_NUM_THREADS
-    step "eigvalsh, 16 ranks, n = 8192"
-    timeout 90 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 --nb 64 --repeats 0 \
-        --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3u_eigvalsh.log" | tail -1
+    step "the kernels of a LeNet replay"
+    timeout 50 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 30 2>&1 \
+        | tee "$OUT/r3u_kernels.log" | grep -E "kernels,|jit|bits|Long" | head -12
+    export DMATH_DEVICE=cpu
+    step "band.symmetric old / new, 16 ranks, n = 4096"
+    OMP_NUM_THREADS=1 timeout 60 mpiexec -n 16 --bind-to none python3 -m mpi4py ab_band.py 4096 3 \
+        ab_band_old.py 2>&1 | tee -a "$OUT/r3u_ab.log" | tail -1
+    if [ "$(left)" -gt 100 ]; then
+      python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+      step "eigvalsh, 16 ranks, n = 8192"
+      timeout 90 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 --nb 64 \
+          --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3u_eigvalsh.log" | tail -1
+    fi
     export DMATH_DEVICE=cuda
+    if [ "$(left)" -gt 30 ]; then
+      step "AdamW on the GPU"
+      timeout 30 python3 benchmarks/cpu_kernels.py --device cuda 2>&1 | tee "$OUT/r3u_adamw.log" | tail -3
+    fi
+    if [ "$(left)" -gt 60 ]; then
+      step "band.symmetric old / new, 16 ranks, n = 8192"
+      DMATH_DEVICE=cpu OMP_NUM_THREADS=1 timeout $(left) mpiexec -n 16 --bind-to none python3 \
+          -m mpi4py ab_band.py 8192 1 ab_band_old.py 2>&1 | tee -a "$OUT/r3u_ab.log" | tail -1
+    fi
     if [ "$(left)" -gt 60 ]; then
       step "the captured-step worker on CUDA"
       mkdir -p "$OUT/r3u_tmp"
