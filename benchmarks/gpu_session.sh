@@ -383,14 +383,15 @@ case "${1:-tests}" in
     step "done after $((SECONDS - t0)) s"
     ;;
   round3t)  # < 300 s, the host's CPUs: band.symmetric before / after the lower-chunk update on 16
-            # ranks (ab_band.py with the old module ab_band_old.py: untracked files carried with
-            # the tree), eigvalsh on 16 ranks at n = 4096 and 8192 vs scipy / ScaLAPACK
+            # ranks (benchmarks/band_ab.py against ab_band_old.py, made by `git show
+            # 5b8a725:dmath/linalg/band.py > ab_band_old.py`: untracked, it travels with the
+            # tree), eigvalsh on 16 ranks at n = 4096 and 8192 vs scipy / ScaLAPACK
             # (carry .venv/scalapack/debs)
     export DMATH_DEVICE=cpu OMP_NUM_THREADS=1
     t0=$SECONDS
     for nr in "4096 3" "8192 1"; do set -- $nr
       step "band.symmetric old / new, 16 ranks, n = $1"
-      timeout 120 mpiexec -n 16 --bind-to none python3 -m mpi4py ab_band.py $1 $2 ab_band_old.py 2>&1 \
+      timeout 120 mpiexec -n 16 --bind-to none python3 -m mpi4py benchmarks/band_ab.py $1 $2 ab_band_old.py 2>&1 \
           | tee -a "$OUT/r3t_ab.log" | tail -1
     done
     python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
@@ -403,7 +404,7 @@ case "${1:-tests}" in
   round3u)  # < R3U_SECONDS (default 430) s, what one call must hold (round3s and round3t's
             # essentials, most needed first): the CUDA dropout-mask kernel's test, the LeNet
             # replay's host time and kernels, band.symmetric before / after on 16 host ranks
-            # (n = 4096), eigvalsh at n = 8192 on 16 ranks, AdamW on the GPU, the band at 8192,
+            # (n = 4096; ab_band_old.py as round3t says), eigvalsh at n = 8192 on 16 ranks, AdamW on the GPU, the band at 8192,
             # the captured-step worker on CUDA (carry .whl, .venv/scalapack/debs)
     t0=$SECONDS
     left() { echo $((${R3U_SECONDS:-430} - SECONDS + t0)); }
@@ -418,7 +419,7 @@ case "${1:-tests}" in
         | tee "$OUT/r3u_kernels.log" | grep -E "kernels,|jit|bits|Long" | head -12
     export DMATH_DEVICE=cpu
     step "band.symmetric old / new, 16 ranks, n = 4096"
-    OMP_NUM_THREADS=1 timeout 60 mpiexec -n 16 --bind-to none python3 -m mpi4py ab_band.py 4096 3 \
+    OMP_NUM_THREADS=1 timeout 60 mpiexec -n 16 --bind-to none python3 -m mpi4py benchmarks/band_ab.py 4096 3 \
         ab_band_old.py 2>&1 | tee -a "$OUT/r3u_ab.log" | tail -1
     if [ "$(left)" -gt 100 ]; then
       python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
@@ -434,7 +435,7 @@ case "${1:-tests}" in
     if [ "$(left)" -gt 60 ]; then
       step "band.symmetric old / new, 16 ranks, n = 8192"
       DMATH_DEVICE=cpu OMP_NUM_THREADS=1 timeout $(left) mpiexec -n 16 --bind-to none python3 \
-          -m mpi4py ab_band.py 8192 1 ab_band_old.py 2>&1 | tee -a "$OUT/r3u_ab.log" | tail -1
+          -m mpi4py benchmarks/band_ab.py 8192 1 ab_band_old.py 2>&1 | tee -a "$OUT/r3u_ab.log" | tail -1
     fi
     if [ "$(left)" -gt 60 ]; then
       step "the captured-step worker on CUDA"

@@ -25,7 +25,8 @@ so 5 (symmetric) or 4 (general) collectives per b columns instead of one or
 two per column (``tridiagonal``, ``bidiagonal``), and all flops in GEMMs. The
 symmetric update on the lower chunks only cuts the band stage's flops from ~2 n^3
 to ~4/3 n^3 (the product reads each kept element twice, its update writes half
-the square): 1.10-1.16x faster at n = 3072 on 2 ranks of the 2-core VM.
+the square): 1.07-1.16x faster at n = 3072 on 2 ranks of the 2-core VM
+(``benchmarks/band_ab.py``).
 The band (b + 1) x n -- its diagonal blocks and the R / L factors -- is
 collected replicated as the panels go (O(n b) per rank); the reflectors are
 not kept (values only: the band-to-tridiagonal/bidiagonal stage that follows
