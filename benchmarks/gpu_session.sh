@@ -35,9 +35,9 @@
 #   bash benchmarks/gpu_session.sh round3l  # eigh/svd on 4 CPU ranks (n = 2048); 16 ranks n = 8192
 #   bash benchmarks/gpu_session.sh round3n  # eigvalsh on 16 CPU ranks, band values on rank 0 alone
 #   bash benchmarks/gpu_session.sh round3q  # round3o's first part in < 280 s
-#   bash benchmarks/gpu_session.sh round3u  # round3s + round3t's essentials in one call
-#   bash benchmarks/gpu_session.sh round3s  # the compiled dropout-mask kernel, LeNet replay kernels and
-#                                          # host time, AdamW on the GPU, 16-core data-parallel step
+#   bash benchmarks/gpu_session.sh round3u  # the compiled dropout-mask kernel, LeNet replay kernels and
+#                                          # host time, band.symmetric before / after on 16 CPU ranks,
+#                                          # eigvalsh at 8192, AdamW on the GPU
 #   bash benchmarks/gpu_session.sh round3r  # graph host time (LeNet) and the CUDA captured-step worker
 #   bash benchmarks/gpu_session.sh round3o  # CPU topology, graph_host.py --gpu --profile, 16-core
 #                                          # data-parallel step, eigh native on/off, eigvalsh (16)
@@ -348,64 +348,12 @@ case "${1:-tests}" in
         --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3o_8192.log" | tail -1
     step "done after $((SECONDS - t0)) s"
     ;;
-  round3s)  # < 560 s: the compiled dropout-mask kernel (its CUDA test), the LeNet replay's kernels
-            # and host time, AdamW loop / foreach / fused on the GPU, the captured-step worker
-            # on CUDA, the 16-core data-parallel step (fused AdamW on CPU pieces), eigvalsh on
-            # 16 ranks (carry .whl, .venv/scalapack/debs)
-    t0=$SECONDS
-    left() { echo $((550 - SECONDS + t0)); }
-    step "the dropout-mask kernel on CUDA"
-    timeout 60 python3 -m pytest -q -x -p no:cacheprovider tests/test_eager_step.py -k kernel_cuda \
-        2>&1 | tee "$OUT/r3s_kernel.log" | tail -2
-    step "the kernels of a LeNet replay"
-    timeout 60 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 30 2>&1 \
-        | tee "$OUT/r3s_kernels.log" | grep -E "kernels,|dropout|jit|bits|Long" | head -20
-    step "graph host time and steps, LeNet, twice"
-    for i in 1 2; do
-      timeout 60 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 2>&1 \
-          | tee -a "$OUT/r3s_graph_host.log" | tail -2
-    done
-    step "AdamW on the GPU"
-    timeout 60 python3 benchmarks/cpu_kernels.py --device cuda 2>&1 | tee "$OUT/r3s_adamw.log" | tail -4
-    step "the captured-step worker on CUDA"
-    mkdir -p "$OUT/r3s_tmp"
-    timeout 150 python3 tests/workers/train_graphs.py "$OUT/r3s_tmp" cuda \
-        > "$OUT/r3s_train_graphs.log" 2>&1; echo "train_graphs rc $?"
-    rm -rf "$OUT/r3s_tmp"; tail -n 3 "$OUT/r3s_train_graphs.log"
-    export DMATH_DEVICE=cpu
-    if [ "$(left)" -gt 150 ]; then dp_step r3s_dp.log; fi
-    if [ "$(left)" -gt 50 ]; then
-      python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
-      step "eigvalsh, 16 ranks, n = 4096"
-      timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 4096 --nb 64 \
-          --repeats 1 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3s_eigvalsh.log" | tail -1
-    fi
-    step "done after $((SECONDS - t0)) s"
-    ;;
-  round3t)  # < 300 s, the host's CPUs: band.symmetric before / after the lower-chunk update on 16
-            # ranks (benchmarks/band_ab.py against ab_band_old.py, made by `git show
-            # 5b8a725:dmath/linalg/band.py > ab_band_old.py`: untracked, it travels with the
-            # tree), eigvalsh on 16 ranks at n = 4096 and 8192 vs scipy / ScaLAPACK
-            # (carry .venv/scalapack/debs)
-    export DMATH_DEVICE=cpu OMP_NUM_THREADS=1
-    t0=$SECONDS
-    for nr in "4096 3" "8192 1"; do set -- $nr
-      step "band.symmetric old / new, 16 ranks, n = $1"
-      timeout 120 mpiexec -n 16 --bind-to none python3 -m mpi4py benchmarks/band_ab.py $1 $2 ab_band_old.py 2>&1 \
-          | tee -a "$OUT/r3t_ab.log" | tail -1
-    done
-    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
-    step "eigvalsh, 16 ranks, n = 4096, 8192"
-    timeout $((290 - SECONDS + t0)) python3 benchmarks/solvers.py --spectral --ranks 16 \
-        --sizes 4096,8192 --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 \
-        | tee "$OUT/r3t_eigvalsh.log" | tail -3
-    step "done after $((SECONDS - t0)) s"
-    ;;
-  round3u)  # < R3U_SECONDS (default 430) s, what one call must hold (round3s and round3t's
-            # essentials, most needed first): the CUDA dropout-mask kernel's test, the LeNet
-            # replay's host time and kernels, band.symmetric before / after on 16 host ranks
-            # (n = 4096; ab_band_old.py as round3t says), eigvalsh at n = 8192 on 16 ranks, AdamW on the GPU, the band at 8192,
-            # the captured-step worker on CUDA (carry .whl, .venv/scalapack/debs)
+  round3u)  # < R3U_SECONDS (default 430) s, most needed first: the CUDA dropout-mask kernel's
+            # test, the LeNet replay's host time and kernels, band.symmetric before / after on 16
+            # host ranks at n = 4096 (benchmarks/band_ab.py against ab_band_old.py, made first by
+            # `git show 5b8a725:dmath/linalg/band.py > ab_band_old.py`: untracked, it travels
+            # with the tree), eigvalsh at n = 8192 on 16 ranks, AdamW on the GPU, the band at
+            # 8192, the captured-step worker on CUDA (carry .whl, .venv/scalapack/debs)
     t0=$SECONDS
     left() { echo $((${R3U_SECONDS:-430} - SECONDS + t0)); }
     step "the dropout-mask kernel on CUDA"

@@ -11,6 +11,8 @@ for a checkpoint.
 from __future__ import annotations
 
 import math
+import warnings
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -53,6 +55,12 @@ def _mix_int(x: int) -> int:
     return _signed(z ^ (z >> 31))
 
 
+@lru_cache(maxsize=4)
+def _seed_key(seed_: int) -> int:
+    """The session seed's key, ``_mix_int(seed)``, computed once a seed."""
+    return _mix_int(seed_)
+
+
 @command
 def seed(s: int) -> None:
     """Set the session seed and restart its streams (same on every rank)."""
@@ -85,22 +93,14 @@ def _key(seed_: int | None) -> int | torch.Tensor:
             if name in values.slots:                                     # written by the host
                 return values.get(name)
             return _splitmix(values.get("rng.key0") ^ (values.get("rng.stream") + ahead))
-        return _mix_int(_mix_int(_state["seed"]) ^ _state["stream"])
+        return _mix_int(_seed_key(_state["seed"]) ^ _state["stream"])
     return _mix_int(_mix_int(int(seed_)) ^ 0)
 
 
 def step_values() -> dict:
     """The numbers a captured step's draws read (``runtime.capture``): the session
     seed's key and the stream count before the step."""
-    seed_ = _state["seed"]
-    key0 = _seed_keys.get(seed_)
-    if key0 is None:
-        _seed_keys.clear()
-        key0 = _seed_keys[seed_] = _mix_int(seed_)
-    return {"rng.key0": key0, "rng.stream": _state["stream"]}
-
-
-_seed_keys: dict[int, int] = {}      # the session seed's key (one entry, made once a seed)
+    return {"rng.key0": _seed_key(_state["seed"]), "rng.stream": _state["stream"]}
 
 
 def skip_streams(n: int) -> None:
@@ -148,7 +148,6 @@ def bits53_at_least(idx: torch.Tensor, key: "int | torch.Tensor", threshold: int
             return _keep_kernel[0](idx ^ key, threshold=int(threshold))
         except Exception as e:           # no NVRTC, an unsupported build: torch's kernels
             _keep_kernel[0] = False
-            import warnings
             warnings.warn(f"dmath.random: the compiled mask kernel is unavailable ({e}); "
                           "using torch's kernels")
     return _bits53(idx, key) >= threshold
