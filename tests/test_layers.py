@@ -18,6 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "dmath"
 # naming it, until then. Ranks may be floats ("io": 1.5 sits between array and ops).
 LAYERS: dict[str, float] = {
     "runtime": 0,
+    "native": 0.5,    # compiled CPU kernels: imports nothing of dmath
     "array": 1,
     "io": 1.5,        # persistence: arrays and runtime only
     "ops": 2,

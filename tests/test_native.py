@@ -1,11 +1,11 @@
-"""dmath/linalg/native.py: the compiled kernels build where a C compiler is, and
+"""dmath/native: the compiled kernels build where a C compiler is, and
 symv_lower gives A x from the lower triangle of block-cyclic pieces alone."""
 import shutil
 
 import numpy as np
 import pytest
 
-from dmath.linalg import native
+from dmath import native
 
 
 def _pieces(n: int, nb: int, pr: int, pc: int, base: int):
@@ -56,3 +56,48 @@ def test_symv_lower_sums_to_the_product(dtype, tol):
 def test_disabled_by_the_environment(monkeypatch):
     monkeypatch.setenv("DMATH_NATIVE", "0")
     assert native.library() is None and native.symv_lower(np.float64) is None
+
+
+def test_max_pool2x2_is_torchs_bit_for_bit():
+    """``dmath::max_pool2x2`` (the compiled kernel) gives torch's values and indices on
+    random shapes (odd H / W, one-row planes, empty batches), ties (zeros, as after a
+    ReLU), -inf and NaN, float32 and float64; torch's backward reads its indices."""
+    import torch
+    from dmath.nn import pool
+    if native.max_pool2x2(np.float64) is None:
+        pytest.skip("no C compiler on this machine")
+    aten = torch.ops.aten
+    g = torch.Generator().manual_seed(3)
+    for trial in range(300):
+        dtype = (torch.float32, torch.float64)[trial % 2]
+        n, c, h, w = (int(torch.randint(lo, hi, (), generator=g))
+                      for lo, hi in ((0, 4), (1, 5), (2, 12), (2, 12)))
+        x = torch.randn((n, c, h, w), generator=g, dtype=dtype)
+        special = torch.rand((n, c, h, w), generator=g)
+        x[special < 0.3] = 0.0
+        x[special > 0.97] = float("-inf")
+        x[(special > 0.95) & (special <= 0.97)] = float("nan")
+        if trial % 3 == 0:
+            x = x.transpose(2, 3)                     # not contiguous
+        y0, i0 = aten.max_pool2d_with_indices(x, [2, 2], [2, 2], [0, 0], [1, 1], False)
+        y1, i1 = torch.ops.dmath.max_pool2x2(x)
+        assert torch.equal(i0, i1), (trial, x.shape)
+        assert torch.equal(y0.isnan(), y1.isnan()) and torch.equal(
+            y0.nan_to_num(0.5), y1.nan_to_num(0.5)), (trial, x.shape)
+        dy = torch.randn(y0.shape, generator=g, dtype=dtype)
+        d0 = aten.max_pool2d_with_indices_backward(dy, x, [2, 2], [2, 2], [0, 0], [1, 1],
+                                                   False, i0)
+        d1 = aten.max_pool2d_with_indices_backward(dy, x, [2, 2], [2, 2], [0, 0], [1, 1],
+                                                   False, i1)
+        assert torch.equal(d0, d1)
+    x = torch.randn(2, 3, 8, 8)
+    assert pool._native_2x2(x, [2, 2], [2, 2], [0, 0], [1, 1], False)
+    assert pool._native_2x2(x, [2, 2], [2, 2], [0, 0], [1, 1], True)
+    for k, s, pad, d, ceil, t in (([3, 3], [2, 2], [0, 0], [1, 1], False, x),
+                                  ([2, 2], [1, 1], [0, 0], [1, 1], False, x),
+                                  ([2, 2], [2, 2], [1, 1], [1, 1], False, x),
+                                  ([2, 2], [2, 2], [0, 0], [2, 2], False, x),
+                                  ([2, 2], [2, 2], [0, 0], [1, 1], True, x[:, :, :7]),
+                                  ([2, 2], [2, 2], [0, 0], [1, 1], False, x.half())):
+        assert not pool._native_2x2(t, k, s, pad, d, ceil), (k, s, pad, d, ceil, t.dtype)
+

@@ -45,7 +45,7 @@ import math
 import numpy as np
 import torch
 
-from . import native
+from .. import native
 from ._bc import BC, sub_gemm
 from .kernels import _limit_blas_threads
 from .lapacke import openblas

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import native
 from ..runtime import agreed, plans
 
 DEFAULTS = {
@@ -56,17 +57,6 @@ def _default_path(home: str | None) -> Path:
     return Path.home() / ".cache" / "dmath" / "tune.json"
 
 
-@lru_cache(maxsize=1)
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def fingerprint(device: torch.device, threads: int | None = None) -> str:
     """Key of the configuration a profile was measured in."""
     threads = torch.get_num_threads() if threads is None else threads
@@ -76,7 +66,7 @@ def fingerprint(device: torch.device, threads: int | None = None) -> str:
 @lru_cache(maxsize=64)
 def _fingerprint(device: torch.device, threads: int, blas: str) -> str:
     """(cached: the GEMM kernel choice asks for it on every product)"""
-    dev = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model()
+    dev = torch.cuda.get_device_name(device) if device.type == "cuda" else native.cpu_model()
     return (f"{platform.node()}|{dev}|torch {torch.__version__}|numpy {np.__version__}|"
             f"openblas {blas}|threads {threads}")
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import native
 from ..array import DArray, Dim, Layout
 from ..runtime.dispatch import command, register_handle_type
 from ..runtime.plans import PlanCache
@@ -26,6 +28,40 @@ from .halo import Window
 from .spatial import Halos, gather_halos
 
 _aten = torch.ops.aten
+
+# The 2 x 2, stride-2 max pooling on the CPU by dmath's compiled kernel (``native.max_pool2x2``:
+# torch's values and indices, ~10x faster than its kernel), as the torch operation
+# ``dmath::max_pool2x2`` so that a step recorded by aten operations (``train.graphs.OpReplay``)
+# records it too. Used with one to ``NATIVE_POOL_THREADS`` torch threads: torch's kernel splits
+# the planes over its threads, the compiled one runs on one.
+_LIB = torch.library.Library("dmath", "DEF")
+_LIB.define("max_pool2x2(Tensor x) -> (Tensor, Tensor)")
+NATIVE_POOL_THREADS = 4
+_NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
+
+
+def _max_pool2x2_cpu(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, indices) of torch's ``max_pool2d_with_indices(x, 2, 2)``, x (N, C, H, W)."""
+    x = x.contiguous()
+    n, c, h, w = x.shape
+    y = x.new_empty((n, c, h // 2, w // 2))
+    ind = torch.empty(y.shape, dtype=torch.int64)
+    if y.numel():
+        native.max_pool2x2(_NUMPY[x.dtype])(n * c, h, w, h // 2, w // 2, x.data_ptr(),
+                                            y.data_ptr(), ind.data_ptr())
+    return y, ind
+
+
+_LIB.impl("max_pool2x2", _max_pool2x2_cpu, "CPU")
+
+
+def _native_2x2(X: torch.Tensor, k, s, pad, d, ceil: bool) -> bool:
+    """Whether ``dmath::max_pool2x2`` computes this max pooling (else torch's kernel)."""
+    return (k == [2, 2] and s == [2, 2] and d == [1, 1] and not any(pad)
+            and X.device.type == "cpu" and X.dtype in (torch.float32, torch.float64)
+            and not (ceil and (X.shape[2] % 2 or X.shape[3] % 2))
+            and torch.get_num_threads() <= NATIVE_POOL_THREADS
+            and native.max_pool2x2(np.float64) is not None)
 
 
 @register_handle_type
@@ -137,7 +173,11 @@ def max_pool2d_forward(x: DArray, kernel_size, stride=None, padding=0, dilation=
     if h.empty:
         y, idx = _empty_out(X, h), None
     else:
-        y, idx = _aten.max_pool2d_with_indices(X, k, s, list(h.torch_padding), d, ceil_mode)
+        pad = list(h.torch_padding)
+        if _native_2x2(X, k, s, pad, d, ceil_mode):
+            y, idx = torch.ops.dmath.max_pool2x2(X)
+        else:
+            y, idx = _aten.max_pool2d_with_indices(X, k, s, pad, d, ceil_mode)
     ctx = PoolCtx("max", (x.layout, xr.layout), x.shape, x.grid, X, h, k, s, d, ceil_mode, idx)
     return DArray(y, out_shape, xr.layout, x.grid), ctx
 

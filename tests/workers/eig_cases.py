@@ -401,7 +401,8 @@ def case_onestage_reductions():
     bidiagonal, with numpy's spectrum, on an uneven size and block (float64, float32).
     The kernel must be built where a C compiler is (the BLAS-only path would pass too)."""
     import shutil
-    from dmath.linalg import bidiagonal, native, onestage, tridiagonal
+    from dmath import native
+    from dmath.linalg import bidiagonal, onestage, tridiagonal
     from dmath.linalg._bc import to_bc
     g = dmath.Grid(dmath.runtime.most_square(p))
     done = 0

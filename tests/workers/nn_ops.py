@@ -42,6 +42,7 @@ POOLS = [
     ("avg", dict(kernel_size=2, stride=2, divisor_override=3)),
     # ceil_mode: a last, partial window on H and/or W (shapes differ from floor mode)
     ("max", dict(kernel_size=2, stride=2, ceil_mode=True)),
+    ("max", dict(kernel_size=2)),          # dmath's compiled 2 x 2 kernel on the CPU (H odd)
     ("max", dict(kernel_size=(3, 2), stride=(2, 3), padding=(1, 0), ceil_mode=True)),
     ("avg", dict(kernel_size=(4, 3), stride=(3, 3), padding=(1, 1), ceil_mode=True)),
     ("avg", dict(kernel_size=2, stride=2, ceil_mode=True)),

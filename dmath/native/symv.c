@@ -1,4 +1,4 @@
-/* dmath's compiled kernels (built on first use by native.py; no Python API).
+/* dmath's compiled kernels (built on first use by dmath/native/__init__.py; no Python API).
  *
  * symv_lower_bc_{d,s}: y += A x for the symmetric A whose lower triangle this
  * rank holds a block-cyclic piece of, reading each stored element ONCE (LAPACK
