@@ -160,8 +160,19 @@ def cpu_time_table(models: list, batch: int, rounds: int, steps: int) -> None:
 def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
     """The ``--data-parallel`` figures (SPMD, every rank runs this)."""
     import dmath
+    from dmath.nn import gradsync
     world = dmath.runtime.context().world
     p = world.size
+    waited = [0.0]
+    pending_wait = gradsync._Pending.wait
+
+    def timed_wait(self):              # the step's wait for its gradient sums
+        t0 = time.perf_counter()
+        try:
+            return pending_wait(self)
+        finally:
+            waited[0] += time.perf_counter() - t0
+    gradsync._Pending.wait = timed_wait
     for name in models:
         step = dmath_step(name, batch * p, (rounds + 3) * steps + 20)
         for _ in range(10):
@@ -170,23 +181,40 @@ def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
         for _ in range(steps):
             step()
         snap = dmath.comm_stats.snapshot()
-        ts, walls = [], []
+        ts, walls, waits = [], [], []
         for _ in range(rounds):
             world.barrier()
-            c0, w0 = time.process_time(), time.perf_counter()
+            c0, w0, waited[0] = time.process_time(), time.perf_counter(), 0.0
             for _ in range(steps):
                 step()
             ts.append((time.process_time() - c0) / steps)
             walls.append((time.perf_counter() - w0) / steps)
+            waits.append(waited[0] / steps)
         ts = world.allgather_obj(1e6 * statistics.median(ts))
+        waits = world.allgather_obj(1e6 * statistics.median(waits))
         wall = 1e6 * statistics.median(walls)
+        sent = sum(snap["bytes_sent"].values()) / steps
+        # the same bytes all-reduced alone (MPI_Allreduce of float32, as the reducer sends)
+        buf = np.ones(max(1, int(sent) // 4), np.float32)
+        out = np.empty_like(buf)
+        mpi = world.mpi
+        alone = []
+        if p > 1:
+            for _ in range(3 + rounds):
+                mpi.Barrier()
+                t0 = time.perf_counter()
+                mpi.Allreduce(buf, out)
+                alone.append(time.perf_counter() - t0)
         if world.rank == 0:
             calls = ", ".join(f"{k} {v / steps:g}" for k, v in sorted(snap["calls"].items()))
-            sent = sum(snap["bytes_sent"].values()) / steps
             print(f"{name}: {p} ranks x {batch} images: wall us/step {wall:.0f} "
                   f"({batch * p / wall * 1e6:,.0f} img/s); CPU us/step per rank "
-                  f"{[round(t) for t in ts]}; per step: {calls or 'no collective'}; "
-                  f"{sent / 1e3:.1f} kB sent", flush=True)
+                  f"{[round(t) for t in ts]}; waiting for the gradient sums, us/step per "
+                  f"rank {[round(t) for t in waits]}; per step: {calls or 'no collective'}; "
+                  f"{sent / 1e3:.1f} kB sent"
+                  + (f"; that many bytes' MPI_Allreduce alone {1e6 * min(alone):.0f} us "
+                     f"(best of {len(alone)})" if alone else ""), flush=True)
+    gradsync._Pending.wait = pending_wait
 
 
 def dmath_step(name: str, batch: int, nsteps: int):

@@ -113,8 +113,12 @@ def library() -> ctypes.CDLL | None:
 
 
 def _kernel(name: str, dtype):
-    lib = library()
-    char = np.dtype(dtype).char
+    return _bound(name, np.dtype(dtype).char) if enabled() else None
+
+
+@lru_cache(maxsize=None)
+def _bound(name: str, char: str):
+    lib = _load()
     if lib is None or char not in "df":
         return None
     return getattr(lib, f"{name}_{char.replace('f', 's')}")

@@ -58,10 +58,10 @@ _LIB.impl("max_pool2x2", _max_pool2x2_cpu, "CPU")
 def _native_2x2(X: torch.Tensor, k, s, pad, d, ceil: bool) -> bool:
     """Whether ``dmath::max_pool2x2`` computes this max pooling (else torch's kernel)."""
     return (k == [2, 2] and s == [2, 2] and d == [1, 1] and not any(pad)
-            and X.device.type == "cpu" and X.dtype in (torch.float32, torch.float64)
+            and X.dtype in _NUMPY and X.device.type == "cpu"
             and not (ceil and (X.shape[2] % 2 or X.shape[3] % 2))
             and torch.get_num_threads() <= NATIVE_POOL_THREADS
-            and native.max_pool2x2(np.float64) is not None)
+            and native.max_pool2x2(_NUMPY[X.dtype]) is not None)
 
 
 @register_handle_type
