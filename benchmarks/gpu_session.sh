@@ -349,10 +349,12 @@ case "${1:-tests}" in
     step "done after $((SECONDS - t0)) s"
     ;;
   round3u)  # < R3U_SECONDS (default 430) s, most needed first: the CUDA dropout-mask kernel's
-            # test, the LeNet replay's host time and kernels, band.symmetric before / after on 16
+            # test, the LeNet replay's host time and kernels, the 16-core data-parallel step
+            # (compiled max pooling off / on), band.symmetric before / after on 16
             # host ranks at n = 4096 (benchmarks/band_ab.py against ab_band_old.py, made first by
             # `git show 5b8a725:dmath/linalg/band.py > ab_band_old.py`: untracked, it travels
-            # with the tree), eigvalsh at n = 8192 on 16 ranks, AdamW on the GPU, the band at
+            # with the tree), eigvalsh at n = 8192 on 16 ranks, cholesky / lu on 4 ranks vs
+            # scipy with 4 threads, AdamW on the GPU, the band at
             # 8192, the captured-step worker on CUDA (carry .whl, .venv/scalapack/debs)
     t0=$SECONDS
     left() { echo $((${R3U_SECONDS:-430} - SECONDS + t0)); }
@@ -366,6 +368,13 @@ case "${1:-tests}" in
     timeout 50 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 30 2>&1 \
         | tee "$OUT/r3u_kernels.log" | grep -E "kernels,|jit|bits|Long" | head -12
     export DMATH_DEVICE=cpu
+    if [ "$(left)" -gt 150 ]; then              # the compiled max pooling, the gradient sums' wait
+      step "data-parallel step, 16 x 8, DMATH_NATIVE=0 (torch's max pooling)"
+      DMATH_NATIVE=0 timeout 50 python3 -c 'import sys; from dmath.cli import main; sys.exit(main(sys.argv[1:]))' \
+          run -n 16 benchmarks/train_overhead.py --models lenet --data-parallel --batch 8 \
+          --rounds 5 --steps 20 2>&1 | tee -a "$OUT/r3u_dp.log" | tail -1
+      dp_step r3u_dp.log
+    fi
     step "band.symmetric old / new, 16 ranks, n = 4096"
     OMP_NUM_THREADS=1 timeout 60 mpiexec -n 16 --bind-to none python3 -m mpi4py benchmarks/band_ab.py 4096 3 \
         ab_band_old.py 2>&1 | tee -a "$OUT/r3u_ab.log" | tail -1
@@ -374,6 +383,12 @@ case "${1:-tests}" in
       step "eigvalsh, 16 ranks, n = 8192"
       timeout 90 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 --nb 64 \
           --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3u_eigvalsh.log" | tail -1
+    fi
+    if [ "$(left)" -gt 80 ]; then
+      step "cholesky, lu on 4 ranks (2 x 2) vs scipy with 4 threads, n = 4096"
+      timeout 75 python3 benchmarks/solvers.py --ranks 4 --n 4096 --routines cholesky,lu \
+          --lookahead on --no-openblas --no-single --no-doc --repeats 2 2>&1 \
+          | tee "$OUT/r3u_solvers4.log" | tail -9
     fi
     export DMATH_DEVICE=cuda
     if [ "$(left)" -gt 30 ]; then

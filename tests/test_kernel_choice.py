@@ -423,3 +423,41 @@ def test_transpose_in_place():
 
 def test_every_rank_runs_rank_0s_kernels(tmp_path):
     assert run_workers("kernel_choice_cases", 2, str(tmp_path), timeout=600) >= 22
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-10), (torch.float32, 2e-3)])
+def test_blas_trsm_solves_as_torch_does(dtype, tol):
+    """``kernels.blas_trsm`` (OpenBLAS on strided views, in place) against torch's solve, for
+    the four triangle / side / transpose / unit cases on views of wider pieces; views it
+    cannot pass to cblas (a transposed X) are left to torch (False, X unchanged)."""
+    if kernels._cblas_trsm() is None:
+        pytest.skip("no OpenBLAS CBLAS (scipy) here")
+    g = torch.Generator().manual_seed(11)
+    for trial in range(40):
+        k = int(torch.randint(1, 40, (), generator=g))
+        m = int(torch.randint(0, 70, (), generator=g))
+        lower, left, trans, unit = (bool(torch.randint(0, 2, (), generator=g)) for _ in range(4))
+        T = torch.randn(k, k + 3, generator=g, dtype=torch.float64)[:, 2:k + 2]   # a view
+        T = (T.tril() if lower else T.triu()) / k
+        T.diagonal().copy_(1 + torch.rand(k, generator=g, dtype=torch.float64))
+        shape = (k, m) if left else (m, k)
+        W = torch.randn(shape[0], shape[1] + 5, generator=g, dtype=torch.float64)
+        X0 = W[:, 1:1 + shape[1]]
+        A = T.to(dtype)
+        X = X0.to(dtype).clone()
+        Xv = torch.zeros(shape[0], shape[1] + 2, dtype=dtype)[:, :shape[1]]
+        Xv.copy_(X)                                  # a strided view, as the pieces' blocks
+        assert kernels.blas_trsm(A, Xv, left=left, lower=lower, trans=trans, unit=unit,
+                                 force=True)
+        op = A.mT if trans else A
+        upper = lower == trans
+        ref = torch.linalg.solve_triangular(op.double(), X.double(), upper=upper, left=left,
+                                            unitriangular=unit)
+        assert torch.allclose(Xv.double(), ref, rtol=tol, atol=tol), (trial, k, m, lower,
+                                                                     left, trans, unit)
+    X = torch.randn(6, 4, dtype=dtype)
+    before = X.clone()
+    assert not kernels.blas_trsm(torch.eye(4, dtype=dtype), X.mT, left=True, lower=True,
+                                 trans=False, unit=False, force=True)
+    assert torch.equal(X, before)
+    assert kernels.trsm_kernel(torch.device("meta"), dtype) == "torch"

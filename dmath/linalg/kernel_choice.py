@@ -14,6 +14,9 @@ gesdd      torch, scipy             singular values and vectors
 tall       torch, transposed        a tall, narrow product A @ B (2048 x 512 times
                                     512 x 32) as torch's ``A @ B`` or as
                                     ``(B^T A^T)^T`` (``kernels.tall_product``)
+trsm       torch, blas              the panels' triangular solves in place:
+                                    Cholesky's 1536 x 128 X L^-T and LU's
+                                    L^-1 Y (``kernels.blas_trsm``)
 =========  =======================  ============================================
 
 torch's CPU wheels link MKL; scipy ships OpenBLAS. Which is faster depends on
@@ -74,7 +77,7 @@ from . import profile
 ROUTINES: dict[str, tuple[str, ...]] = {
     "gemm": ("torch", "blas"), "gemv": ("torch", "blas"), "potrf": ("torch", "scipy"), "getrf": ("torch", "scipy", "blocked"),
     "geqrf": ("torch", "scipy"), "syevd": ("torch", "scipy"), "gesdd": ("torch", "scipy"),
-    "tall": ("torch", "transposed")}
+    "tall": ("torch", "transposed"), "trsm": ("torch", "blas")}
 DTYPES = (torch.float32, torch.float64)
 SMALL = 160                                       # n <= SMALL: the "small" class, measured at SMALL
 PANEL_ROUTINES = ("getrf", "geqrf")              # the routines that factor tall-skinny panels
@@ -84,14 +87,20 @@ PANEL_SHAPE = (1536, 128)                         # where the panel class is mea
 # wins at 768 (6.3 vs 7.0 ms) and loses from 1024 (24.6 vs 16.2; 2048: 146 vs 100 ms); LU ties
 # at 1536 and loses at 2048-3072 (161 vs 140, 548 vs 397 ms) -- so not at 768
 SIZES = {"gemm": 768, "gemv": 1024, "potrf": 1024, "getrf": 1536, "geqrf": 640, "syevd": 320, "gesdd": 256,
-         "tall": 64}                              # (tall: its operands are TALL_SHAPE)
+         "tall": 64, "trsm": 64}                  # (tall, trsm: operands TALL_ / TRSM_SHAPE)
 # a tall, narrow product: MKL's dgemm on the 2-core Xeon VM runs (B^T A^T)^T 1.6-2.8x faster
 # than A @ B; on the lent host's CPUs (another torch build) A @ B is 1.2-1.8x the faster
 TALL_SHAPE = (2048, 512, 32)
-ENV = {"gemm": "DMATH_CPU_GEMM", "gemv": "DMATH_CPU_GEMM", "tall": "DMATH_CPU_TALL"} | {
-    r: "DMATH_CPU_LAPACK" for r in ROUTINES if r not in ("gemm", "gemv", "tall")}
+# the factorizations' panel solves ("trsm"): Cholesky's L21 := A21 L11^-T (TRSM_SHAPE) and
+# LU's U12 := L11^-1 A12 (its transpose's shape), in place, timed together. On the 2-core
+# EPYC VM, float64, one thread: torch (MKL) 3.4 + 2.0 ms, OpenBLAS 1.8 + 1.3 ms at 1920 x 128
+TRSM_SHAPE = (1536, 128)
+ENV = {"gemm": "DMATH_CPU_GEMM", "gemv": "DMATH_CPU_GEMM", "trsm": "DMATH_CPU_GEMM",
+       "tall": "DMATH_CPU_TALL"} | {
+    r: "DMATH_CPU_LAPACK" for r in ROUTINES if r not in ("gemm", "gemv", "tall", "trsm")}
 # measured by rank 0 at init when missing (what runs on several ranks: GEMMs and the panels)
-AT_INIT = [f"{r} {d} large" for r in ("gemm", "gemv", "tall") for d in ("float32", "float64")] + [
+AT_INIT = [f"{r} {d} large" for r in ("gemm", "gemv", "tall", "trsm")
+           for d in ("float32", "float64")] + [
     f"{r} {d} small" for r in ("potrf", "getrf", "geqrf") for d in ("float32", "float64")] + [
     f"{r} {d} panel" for r in PANEL_ROUTINES for d in ("float32", "float64")]
 
@@ -108,7 +117,7 @@ def _dname(dtype: torch.dtype) -> str:
 def size_class(routine: str, n: int | None = None, m: int | None = None) -> str:
     """"small", "panel" or "large" for an m x n problem (n: the smaller side; m the
     larger, None: square; n None: large)."""
-    if routine in ("gemm", "gemv", "tall") or n is None:
+    if routine in ("gemm", "gemv", "tall", "trsm") or n is None:
         return "large"
     if (routine in PANEL_ROUTINES and m is not None and n <= PANEL_MAX
             and m >= PANEL_RATIO * max(n, 1)):
@@ -289,6 +298,7 @@ def _clock() -> Callable[[], float]:
 GEMMS: dict = {}     # kernel name -> gemm(a, b, out, alpha, beta, dtype): kernels.py
 GEMVS: dict = {}     # kernel name -> gemv(a, x): kernels.py
 LAPACK: dict = {}    # routine -> run(x, kernel) on a scratch matrix: local_lapack.py
+TRSMS: dict = {}     # kernel name -> solves(L, X, U, Y) in place: kernels.py
 
 
 def _timed(run: Callable[[], object], prep: Callable[[], object], clock) -> float:
@@ -348,6 +358,15 @@ def measure(name: str, repeats: int = 4, before: dict | None = None) -> dict:
             tb = torch.randn(kk, w, generator=g, dtype=torch.float64).to(dtype)
             fns[k] = ((lambda _: ta @ tb) if k == "torch" else                  # noqa: E731
                       (lambda _: (tb.T @ ta.T).T), lambda: None)
+        elif routine == "trsm":
+            m, kk = TRSM_SHAPE
+            tri = torch.randn(kk, kk, generator=g, dtype=torch.float64).tril(-1) / kk
+            L = (tri + torch.eye(kk, dtype=torch.float64)).to(dtype)
+            # the blocks as the factorizations hold them: views of wider local pieces
+            W = torch.randn(m, 4 * kk, generator=g, dtype=torch.float64).to(dtype)
+            V = torch.randn(kk, m + kk, generator=g, dtype=torch.float64).to(dtype)
+            fns[k] = ((lambda xy, f=TRSMS[k]: f(L, xy[0][:, :kk], L, xy[1][:, kk:])),  # noqa
+                      lambda: (W.clone(), V.clone()))
         elif routine == "gemv":                           # short: more turns, same judging
             x = a[:, 0].contiguous()
             fns[k] = (lambda _, gemv=GEMVS[k]: gemv(a, x), lambda: None)        # noqa: E731
@@ -362,7 +381,7 @@ def measure(name: str, repeats: int = 4, before: dict | None = None) -> dict:
     clock = _clock()
     times: dict[str, list[float]] = {k: [] for k in fns}
     order = list(fns)
-    for r in range(2 * reps + 1 if routine in ("gemv", "tall") else reps):
+    for r in range(2 * reps + 1 if routine in ("gemv", "tall", "trsm") else reps):
         for k in (order if r % 2 == 0 else order[::-1]):
             times[k].append(_timed(*fns[k], clock))
     return judge(routine, times, before)

@@ -21,6 +21,7 @@ OpenBLAS runs with torch's thread count (``torch.get_num_threads()``).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 
 import numpy as np
 import torch
@@ -280,6 +281,78 @@ def gemv_kernel_for(device: torch.device, dtype: torch.dtype) -> str:
     return k
 
 
+# -- triangular solves in place (the blocked factorizations' panels) --------------------
+_TRSM: list = []
+
+
+def _cblas_trsm():
+    """{torch.float64: cblas_dtrsm, torch.float32: cblas_strsm} of scipy's OpenBLAS, or None."""
+    if not _TRSM:
+        fns, lib = None, openblas()
+        try:
+            fns = {torch.float64: lib.scipy_cblas_dtrsm, torch.float32: lib.scipy_cblas_strsm}
+            i, p = ctypes.c_int, ctypes.c_void_p
+            for dt, f in fns.items():
+                t = ctypes.c_double if dt == torch.float64 else ctypes.c_float
+                f.argtypes = [i, i, i, i, i, i, i, t, p, i, p, i]
+                f.restype = None
+        except AttributeError:            # no library (None) or no CBLAS in it
+            fns = None
+        _TRSM.append(fns)
+    return _TRSM[0]
+
+
+def trsm_kernel(device: torch.device, dtype: torch.dtype) -> str:
+    """The kernel of the factorizations' in-place triangular solves (``blas_trsm``): the
+    measured "trsm" entry (``kernel_choice``), else torch's: off the CPU, for other dtypes,
+    while a step is captured, in a process of several threads unless forced (as GEMV)."""
+    if device.type != "cpu" or dtype not in _GEMV_DTYPES or capture.active() is not None:
+        return "torch"
+    key = ("trsm", dtype, torch.get_num_threads(), profile._mtime(), agreed.is_agreed())
+    k = _KERNELS.get(key)
+    if k is None:
+        k = "torch" if _threaded_torch("trsm") else kernel_choice.choice("trsm", dtype)
+        k = _KERNELS.put(key, k if k != "blas" or _cblas_trsm() is not None else "torch")
+    return k
+
+
+def blas_trsm(A: torch.Tensor, X: torch.Tensor, *, left: bool, lower: bool, trans: bool,
+              unit: bool, force: bool = False) -> bool:
+    """X := op(A)^-1 X (``left``) or X op(A)^-1, in place, by OpenBLAS's trsm on the strided
+    views (A (k, k) triangular, ``lower`` or upper, op(A) = A^T if ``trans``, a unit
+    diagonal if ``unit``); both views must have unit column stride (row-major, any leading
+    dimension). Done only where ``trsm_kernel`` is "blas" (or ``force``) and the views
+    allow it; returns whether it was done (else the caller solves with torch)."""
+    if X.numel() == 0:
+        return True
+    if not (force or trsm_kernel(X.device, X.dtype) == "blas") or X.dtype != A.dtype \
+            or X.device.type != "cpu" or X.dtype not in _GEMV_DTYPES:
+        return False
+    fns = _cblas_trsm()
+    if fns is None or A.stride(1) != 1 or X.stride(1) != 1 \
+            or A.stride(0) < max(1, A.shape[1]) or X.stride(0) < max(1, X.shape[1]):
+        return False
+    _limit_blas_threads()
+    fns[X.dtype](101, 141 if left else 142, 122 if lower else 121, 112 if trans else 111,
+                 132 if unit else 131, X.shape[0], X.shape[1], 1.0, A.data_ptr(), A.stride(0),
+                 X.data_ptr(), X.stride(0))
+    return True
+
+
+def _torch_panel_solves(L, X, U, Y):
+    """What "trsm" times with torch: Cholesky's X := X L^-T and LU's Y := U^-1 Y (unit
+    lower U), in the forms the factorizations use (decomp_cholesky, decomp_lu)."""
+    X.copy_(torch.linalg.solve_triangular(L, X.mT, upper=False).mT)
+    Y.copy_(torch.linalg.solve_triangular(U.mT, Y.mT, upper=True, left=False,
+                                          unitriangular=True).mT)
+
+
+def _blas_panel_solves(L, X, U, Y):
+    blas_trsm(L, X, left=False, lower=True, trans=True, unit=False, force=True)
+    blas_trsm(U, Y, left=True, lower=True, trans=False, unit=True, force=True)
+
+
+kernel_choice.TRSMS.update(torch=_torch_panel_solves, blas=_blas_panel_solves)
 kernel_choice.GEMVS.update(torch=torch.mv, blas=_blas_gemv)
 kernel_choice.GEMMS.update(torch=_torch_gemm,
                            blas=lambda a, b, out, alpha, beta, dtype: _blas_gemm(a, b, out, alpha, beta))

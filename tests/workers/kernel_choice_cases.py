@@ -64,10 +64,10 @@ def agreed_choices(cases) -> None:
     if RANK == 0:              # rank 0 measured what its file lacked, and saved it
         saved = json.loads(Path(os.environ["DMATH_TUNE_FILE"]).read_text())[kernel_choice.key()]
         assert saved["gemm float32 large"]["choice"] == "blas"
-        # GEMM float64, GEMV and tall products measured; LAPACK forced by the environment:
-        # nothing to measure
+        # GEMM float64, GEMV, tall products and panel solves measured; LAPACK forced by the
+        # environment: nothing to measure
         assert set(saved) == {e for e in kernel_choice.AT_INIT
-                              if e.split()[0] in ("gemm", "gemv", "tall")}, saved
+                              if e.split()[0] in ("gemm", "gemv", "tall", "trsm")}, saved
         assert saved["gemm float64 large"]["choice"] in kernel_choice.ROUTINES["gemm"]
     else:                      # the others' files are not touched
         saved = json.loads(Path(os.environ["DMATH_TUNE_FILE"]).read_text())[kernel_choice.key()]
@@ -86,7 +86,7 @@ def results(cases, rng) -> None:
     table = agreed.get("local kernels")
     for gemm, lapack in (("torch", "torch"), ("blas", "scipy")):
         forced = dict(table)
-        forced.update({f"{r} forced": (gemm if r == "gemm" else lapack)
+        forced.update({f"{r} forced": (gemm if r in ("gemm", "trsm") else lapack)
                        for r in kernel_choice.ROUTINES})
         kernels.set_local_kernel(gemm)
         with agreed.override("local kernels", forced):
