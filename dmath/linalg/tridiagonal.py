@@ -31,11 +31,14 @@ in reverse (block reflectors, ``reflectors.apply``): pdormtr.
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import torch
 
-from ._bc import BC
+from .. import native
 from . import onestage, reflectors
+from ._bc import BC
 
 
 def reduce(M: BC, local_blas: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -63,12 +66,17 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     gemv, s = ws._gemv, ws.isz
     pL, pR, pbuf = Lt.ctypes.data, Rt.ctypes.data, ws.pbuf
     v = ws.own(np.zeros(n, dtype=ws.dt))                # this column's reflector, contiguous
+    compiled = _compiled_loop(ws, Lt, Rt, v, d, e, tau)
     for k in range(0, n - 1, nb):
         kb = min(nb, n - 1 - k)
         P, _ = ws.panel(k, kb, False, k)                   # rows >= k
         Lt[:2 * kb] = 0
         Rt[:2 * kb] = 0
         pP = P.ctypes.data
+        if compiled is not None:
+            compiled(k, kb, P)
+            ws.trailing(k + kb, Lt[:2 * kb].T, Rt[:2 * kb].T)
+            continue
         for i in range(kb):
             j, c = k + i, 2 * i
             if c:                                          # column j, up to date
@@ -94,6 +102,45 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if n:
         d[n - 1] = float(ws.panel(n - 1, 1, False)[0][n - 1, 0])
     return d, e, tau
+
+
+def _compiled_loop(ws: onestage.Workspace, Lt: np.ndarray, Rt: np.ndarray, v: np.ndarray,
+                   d: np.ndarray, e: np.ndarray, tau: np.ndarray):
+    """f(k, kb, P): ``_reduce_blas``'s column loop of panel k by the compiled
+    ``native.tri_panel`` (the same steps and BLAS calls; its all-reduce through a
+    callback), or None where the workspace's products are not the compiled lower-triangle
+    ones (every rank or none: ``Workspace``) or the kernel is missing."""
+    f = native.tri_panel(ws.dt) if ws.symmetric_product else None
+    if f is None:
+        return None
+    M, n = ws.M, ws.M.n
+    owns = np.array([M.cowner(j) == M.myc for j in range(n)], dtype=np.int8)
+    lrow = np.asarray(ws.lrow, dtype=np.int64)
+    lcol = np.asarray(ws.lcol, dtype=np.int64)
+    failed: list = []
+
+    def allreduce(count: int) -> int:
+        try:
+            ws.world.host_allreduce_(ws.buf_t[:count])
+            return 0
+        except BaseException as exc:             # raised again below, not lost in C
+            failed.append(exc)
+            return 1
+    callback = native.ALLREDUCE_CALLBACK(allreduce)
+    addr = ctypes.cast
+    gemv = addr(ws._gemv, ctypes.c_void_p).value
+    nrm2 = addr(ws._nrm2, ctypes.c_void_p).value
+    fixed = (Lt.ctypes.data, Rt.ctypes.data, v.ctypes.data, d.ctypes.data, e.ctypes.data,
+             tau.ctypes.data, ws.pa, ws.a.shape[0], ws.a.shape[1], ws._gr64.ctypes.data,
+             ws._gc64.ctypes.data, lrow.ctypes.data, lcol.ctypes.data, owns.ctypes.data,
+             ws.pbuf, ws._work.ctypes.data, ws.rank, ws.p, gemv, nrm2)
+
+    def run(k: int, kb: int, P: np.ndarray) -> None:
+        status = f(n, k, kb, P.ctypes.data, *fixed, callback)
+        if status:
+            raise failed[0] if failed else RuntimeError(f"tri_panel failed ({status})")
+    run.keep = (owns, lrow, lcol, callback)          # what ``fixed`` points into stays alive
+    return run
 
 
 def reduce_torch(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

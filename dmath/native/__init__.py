@@ -8,7 +8,11 @@ What BLAS and torch's CPU kernels do not do well is here:
   (the one-stage tridiagonal reduction's per-column product, memory bound, so half the
   bytes is half the time);
 - ``max_pool2x2`` (``pool.c``): the 2 x 2, stride-2 max pooling with torch's indices,
-  branch-free (torch's CPU kernel branches on every element, ~10x slower).
+  branch-free (torch's CPU kernel branches on every element, ~10x slower);
+- ``tri_panel`` (``tridiagonal.c``): the column loop of one panel of the one-stage
+  tridiagonal reduction (its BLAS 2 calls, the reflector, the product through
+  ``symv_lower_bc``; the one all-reduce per column through a callback), the Python
+  loop's ~50-100 us of interpreter work per column gone.
 
 Built with the system C compiler (``$CC``, else ``cc``) at ``-O3 -march=native`` into
 ``native-<hash>.so`` next to the tune file (``~/.cache/dmath``, or ``DMATH_TUNE_FILE``'s
@@ -73,7 +77,11 @@ _SIGNATURES = {
     "symv_lower_bc": [ctypes.c_int64] * 2 + [ctypes.c_void_p, ctypes.c_int64]
     + [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_void_p],
     "max_pool2x2": [ctypes.c_int64] * 5 + [ctypes.c_void_p] * 3,
+    "tri_panel": [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 7 + [ctypes.c_int64] * 2
+    + [ctypes.c_void_p] * 7 + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 3,
 }
+# tri_panel's all-reduce callback: int f(int64 count)
+ALLREDUCE_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64)
 
 
 @lru_cache(maxsize=1)
@@ -103,7 +111,7 @@ def _load() -> ctypes.CDLL | None:
         for suffix in ("_d", "_s"):
             f = getattr(lib, name + suffix)
             f.argtypes = args
-            f.restype = None
+            f.restype = ctypes.c_int if name == "tri_panel" else None
     return lib
 
 
@@ -139,3 +147,10 @@ def max_pool2x2(dtype: np.dtype):
     ``max_pool2d_with_indices(x, 2, 2)`` for a contiguous x (planes, H, W),
     Ho = H // 2, Wo = W // 2."""
     return _kernel("max_pool2x2", dtype)
+
+
+def tri_panel(dtype: np.dtype):
+    """The ctypes function ``tri_panel`` for float64 / float32, or None: the column loop of
+    one panel of the tridiagonal reduction (``tridiagonal.c`` says what it takes); returns
+    0, or the all-reduce callback's nonzero status."""
+    return _kernel("tri_panel", dtype)

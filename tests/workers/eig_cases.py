@@ -412,23 +412,33 @@ def case_onestage_reductions():
         S = dmath.from_numpy(s, dmath.block_cyclic(4), grid=g, dtype=dtype)
         A = dmath.from_numpy(g_, dmath.block_cyclic(3), grid=g, dtype=dtype)
         out = {}
-        for loop in ("native", "blas", "torch", "mixed"):      # mixed: rank 0 lacks the kernel
+        # native: the compiled column loop (native.tri_panel) and product; python: the Python
+        # column loop on the compiled product; blas: OpenBLAS's gemv; torch: torch ops;
+        # mixed: rank 0 lacks the kernels (every rank must then take the BLAS path)
+        compiled_loop = tridiagonal._compiled_loop
+        for loop in ("native", "python", "blas", "torch", "mixed"):
             off = loop == "blas" or (loop == "mixed" and g.world.rank == 0)
             os.environ["DMATH_NATIVE"] = "0" if off else "1"
+            if loop == "python":
+                tridiagonal._compiled_loop = lambda *args: None
             try:
                 ws = onestage.Workspace(to_bc(S, 4, g), 0, None)
-                want = loop in ("native", "torch")
+                want = loop in ("native", "python", "torch")
                 assert ws.symmetric_product == (want and shutil.which("cc") is not None), \
                     f"native kernel used: {ws.symmetric_product} ({loop}, all ranks or none)"
+                if loop == "native" and shutil.which("cc") is not None:
+                    assert compiled_loop(ws, *(np.zeros(1),) * 6) is not None, \
+                        "the compiled column loop is not used where the kernels are"
                 d, e, _ = tridiagonal.reduce(to_bc(S, 4, g), loop != "torch")
                 bd, be, _, _ = bidiagonal.reduce(to_bc(A, 3, g), loop != "torch")
             finally:
                 os.environ.pop("DMATH_NATIVE")
+                tridiagonal._compiled_loop = compiled_loop
             out[loop] = (d, np.abs(e), np.abs(bd), np.abs(be))
         assert native.library() is not None or shutil.which("cc") is None
         assert onestage.usable(to_bc(S, 4, g)), "onestage not usable on CPU"
         scale = max(n1(s), n1(g_))
-        for loop in ("blas", "torch", "mixed"):
+        for loop in ("python", "blas", "torch", "mixed"):
             for x, y in zip(out["native"], out[loop]):
                 assert np.allclose(x, y, rtol=0, atol=tol * scale), \
                     f"onestage {dtype}: native and {loop} loops differ"
