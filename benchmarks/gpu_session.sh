@@ -350,7 +350,8 @@ case "${1:-tests}" in
     ;;
   round3u)  # < R3U_SECONDS (default 430) s, most needed first: the CUDA dropout-mask kernel's
             # test, the LeNet replay's host time and kernels, the 16-core data-parallel step
-            # (compiled max pooling off / on), band.symmetric before / after on 16
+            # (compiled max pooling off / on), eigh on 16 ranks (the compiled column loop),
+            # band.symmetric before / after on 16
             # host ranks at n = 4096 (benchmarks/band_ab.py against ab_band_old.py, made first by
             # `git show 5b8a725:dmath/linalg/band.py > ab_band_old.py`: untracked, it travels
             # with the tree), eigvalsh at n = 8192 on 16 ranks, cholesky / lu on 4 ranks vs
@@ -375,11 +376,16 @@ case "${1:-tests}" in
           --rounds 5 --steps 20 2>&1 | tee -a "$OUT/r3u_dp.log" | tail -1
       dp_step r3u_dp.log
     fi
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    if [ "$(left)" -gt 120 ]; then              # the compiled column loop of the reduction
+      step "eigh, 16 ranks, n = 2048 and 4096, vs ScaLAPACK and scipy"
+      timeout 100 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 2048,4096 --nb 64 \
+          --repeats 1 --no-doc --no-single --routines eigh 2>&1 | tee "$OUT/r3u_eigh.log" | tail -4
+    fi
     step "band.symmetric old / new, 16 ranks, n = 4096"
     OMP_NUM_THREADS=1 timeout 60 mpiexec -n 16 --bind-to none python3 -m mpi4py benchmarks/band_ab.py 4096 3 \
         ab_band_old.py 2>&1 | tee -a "$OUT/r3u_ab.log" | tail -1
     if [ "$(left)" -gt 100 ]; then
-      python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
       step "eigvalsh, 16 ranks, n = 8192"
       timeout 90 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 --nb 64 \
           --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3u_eigvalsh.log" | tail -1
