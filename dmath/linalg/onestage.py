@@ -260,6 +260,26 @@ class Workspace:
             self.world.host_allreduce_(self.buf_t[: ny + c])
         return y, ex
 
+    # -- the compiled column loops (native.tri_panel / bi_panel) ------------------------
+    def compiled_hooks(self) -> tuple[int, int, object, list]:
+        """(gemv address, nrm2 address, all-reduce callback, failures) for a compiled column
+        loop: the BLAS 2 calls it makes are this workspace's, and the callback sums
+        ``buf[:count]`` over the world as ``product`` does, returning 0, or 1 after
+        appending the exception to ``failures`` (the caller raises it again)."""
+        failures: list = []
+
+        def allreduce(count: int) -> int:
+            try:
+                self.world.host_allreduce_(self.buf_t[:count])
+                return 0
+            except BaseException as exc:             # raised again by the caller
+                failures.append(exc)
+                return 1
+        address = ctypes.cast
+        return (address(self._gemv, ctypes.c_void_p).value,
+                address(self._nrm2, ctypes.c_void_p).value,
+                native.ALLREDUCE_CALLBACK(allreduce), failures)
+
     # -- writes to the piece -----------------------------------------------------------
     def put_col(self, j: int, v: np.ndarray, r0: int) -> None:
         """M[r0:, j] := v[r0:] (v replicated, global rows) on the owners of column j."""

@@ -31,8 +31,6 @@ in reverse (block reflectors, ``reflectors.apply``): pdormtr.
 """
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 import torch
 
@@ -117,19 +115,7 @@ def _compiled_loop(ws: onestage.Workspace, Lt: np.ndarray, Rt: np.ndarray, v: np
     owns = np.array([M.cowner(j) == M.myc for j in range(n)], dtype=np.int8)
     lrow = np.asarray(ws.lrow, dtype=np.int64)
     lcol = np.asarray(ws.lcol, dtype=np.int64)
-    failed: list = []
-
-    def allreduce(count: int) -> int:
-        try:
-            ws.world.host_allreduce_(ws.buf_t[:count])
-            return 0
-        except BaseException as exc:             # raised again below, not lost in C
-            failed.append(exc)
-            return 1
-    callback = native.ALLREDUCE_CALLBACK(allreduce)
-    addr = ctypes.cast
-    gemv = addr(ws._gemv, ctypes.c_void_p).value
-    nrm2 = addr(ws._nrm2, ctypes.c_void_p).value
+    gemv, nrm2, callback, failed = ws.compiled_hooks()
     fixed = (Lt.ctypes.data, Rt.ctypes.data, v.ctypes.data, d.ctypes.data, e.ctypes.data,
              tau.ctypes.data, ws.pa, ws.a.shape[0], ws.a.shape[1], ws._gr64.ctypes.data,
              ws._gc64.ctypes.data, lrow.ctypes.data, lcol.ctypes.data, owns.ctypes.data,

@@ -12,7 +12,9 @@ What BLAS and torch's CPU kernels do not do well is here:
 - ``tri_panel`` (``tridiagonal.c``): the column loop of one panel of the one-stage
   tridiagonal reduction (its BLAS 2 calls, the reflector, the product through
   ``symv_lower_bc``; the one all-reduce per column through a callback), the Python
-  loop's ~50-100 us of interpreter work per column gone.
+  loop's ~50-100 us of interpreter work per column gone; ``bi_panel``
+  (``bidiagonal.c``): the same for the bidiagonal reduction (svd), two reflectors and
+  two all-reduces a column.
 
 Built with the system C compiler (``$CC``, else ``cc``) at ``-O3 -march=native`` into
 ``native-<hash>.so`` next to the tune file (``~/.cache/dmath``, or ``DMATH_TUNE_FILE``'s
@@ -79,6 +81,9 @@ _SIGNATURES = {
     "max_pool2x2": [ctypes.c_int64] * 5 + [ctypes.c_void_p] * 3,
     "tri_panel": [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 7 + [ctypes.c_int64] * 2
     + [ctypes.c_void_p] * 7 + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 3,
+    "bi_panel": [ctypes.c_int64] * 5 + [ctypes.c_void_p] * 8 + [ctypes.c_void_p]
+    + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 6 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
+    + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 3,
 }
 # tri_panel's all-reduce callback: int f(int64 count)
 ALLREDUCE_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64)
@@ -111,7 +116,7 @@ def _load() -> ctypes.CDLL | None:
         for suffix in ("_d", "_s"):
             f = getattr(lib, name + suffix)
             f.argtypes = args
-            f.restype = ctypes.c_int if name == "tri_panel" else None
+            f.restype = ctypes.c_int if name.endswith("_panel") else None
     return lib
 
 
@@ -154,3 +159,10 @@ def tri_panel(dtype: np.dtype):
     one panel of the tridiagonal reduction (``tridiagonal.c`` says what it takes); returns
     0, or the all-reduce callback's nonzero status."""
     return _kernel("tri_panel", dtype)
+
+
+def bi_panel(dtype: np.dtype):
+    """The ctypes function ``bi_panel`` for float64 / float32, or None: the column loop of
+    one panel of the bidiagonal reduction (``bidiagonal.c`` says what it takes); returns
+    0, or the all-reduce callback's nonzero status."""
+    return _kernel("bi_panel", dtype)

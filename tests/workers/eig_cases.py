@@ -412,15 +412,18 @@ def case_onestage_reductions():
         S = dmath.from_numpy(s, dmath.block_cyclic(4), grid=g, dtype=dtype)
         A = dmath.from_numpy(g_, dmath.block_cyclic(3), grid=g, dtype=dtype)
         out = {}
-        # native: the compiled column loop (native.tri_panel) and product; python: the Python
-        # column loop on the compiled product; blas: OpenBLAS's gemv; torch: torch ops;
-        # mixed: rank 0 lacks the kernels (every rank must then take the BLAS path)
+        # native: the compiled column loops (native.tri_panel, bi_panel) and product; python:
+        # the Python column loops on the compiled product; blas: OpenBLAS's gemv; torch:
+        # torch ops; mixed: rank 0 lacks the kernels (the tridiagonal's ranks must then all
+        # take the BLAS path; the bidiagonal's mix the compiled and the Python loop)
         compiled_loop = tridiagonal._compiled_loop
+        compiled_bi = bidiagonal._compiled_loop
         for loop in ("native", "python", "blas", "torch", "mixed"):
             off = loop == "blas" or (loop == "mixed" and g.world.rank == 0)
             os.environ["DMATH_NATIVE"] = "0" if off else "1"
             if loop == "python":
                 tridiagonal._compiled_loop = lambda *args: None
+                bidiagonal._compiled_loop = lambda *args: None
             try:
                 ws = onestage.Workspace(to_bc(S, 4, g), 0, None)
                 want = loop in ("native", "python", "torch")
@@ -434,6 +437,7 @@ def case_onestage_reductions():
             finally:
                 os.environ.pop("DMATH_NATIVE")
                 tridiagonal._compiled_loop = compiled_loop
+                bidiagonal._compiled_loop = compiled_bi
             out[loop] = (d, np.abs(e), np.abs(bd), np.abs(be))
         assert native.library() is not None or shutil.which("cc") is None
         assert onestage.usable(to_bc(S, 4, g)), "onestage not usable on CPU"
