@@ -382,6 +382,11 @@ case "${1:-tests}" in
       timeout 100 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 2048,4096 --nb 64 \
           --repeats 1 --no-doc --no-single --routines eigh 2>&1 | tee "$OUT/r3u_eigh.log" | tail -4
     fi
+    if [ "$(left)" -gt 100 ]; then              # the compiled bidiagonal loop
+      step "svd, 16 ranks, n = 2048, vs ScaLAPACK and scipy"
+      timeout 80 python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 2048 --nb 64 \
+          --repeats 1 --no-doc --no-single --routines svd,svdvals 2>&1 | tee "$OUT/r3u_svd.log" | tail -3
+    fi
     step "band.symmetric old / new, 16 ranks, n = 4096"
     OMP_NUM_THREADS=1 timeout 60 mpiexec -n 16 --bind-to none python3 -m mpi4py benchmarks/band_ab.py 4096 3 \
         ab_band_old.py 2>&1 | tee -a "$OUT/r3u_ab.log" | tail -1

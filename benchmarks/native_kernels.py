@@ -6,9 +6,9 @@
 Max pooling: torch's ``max_pool2d_with_indices(x, 2, 2)`` against ``dmath::max_pool2x2``
 (the same values and indices) on LeNet's shapes, float32 and float64, best of 5 x 100
 calls. ``--reduce N...`` (under mpiexec, SPMD): ``tridiagonal.reduce`` of a random
-symmetric float64 n x n matrix (block-cyclic 64, the most-square grid), the Python
-column loop and the compiled one (``native.tri_panel``) alternating, best of 3, and how
-far apart their tridiagonals are. Prints markdown tables; one thread a rank.
+symmetric and ``bidiagonal.reduce`` of a random float64 n x n matrix (block-cyclic 64,
+the most-square grid), the Python column loop and the compiled one (``native.tri_panel``
+/ ``bi_panel``) alternating, best of 3, and how far apart their results are. Prints markdown tables; one thread a rank.
 """
 from __future__ import annotations
 
@@ -52,34 +52,38 @@ def pooling() -> None:
 
 def reduce(sizes: list[int]) -> None:
     import dmath
-    from dmath.linalg import eigensolver, tridiagonal
+    from dmath.linalg import bidiagonal, eigensolver, tridiagonal
+    from dmath.linalg._bc import to_bc
     dmath.init(mode="spmd", threads=1)
     world = dmath.context().world
     grid = dmath.Grid(dmath.runtime.most_square(world.size))
-    compiled = tridiagonal._compiled_loop
     if world.rank == 0:
-        print(f"| ranks | n | Python loop s | compiled s | max diff of d, abs(e) |")
-        print("|---:|---:|---:|---:|---:|")
-    for n in sizes:
-        a = np.random.default_rng(0).standard_normal((n, n))
-        A = dmath.from_numpy(a + a.T, dmath.block_cyclic(64), grid=grid)
-        times: dict = {"python": [], "compiled": []}
-        out = {}
-        for _ in range(3):
-            for name in times:
-                tridiagonal._compiled_loop = compiled if name == "compiled" else (lambda *a: None)
-                M = eigensolver.symmetric_bc(A, torch.float64, True, 64)
-                world.barrier()
-                t0 = time.perf_counter()
-                d, e, _ = tridiagonal.reduce(M)
-                world.barrier()
-                times[name].append(time.perf_counter() - t0)
-                out[name] = (d, np.abs(e))
-        tridiagonal._compiled_loop = compiled
-        diff = max(np.abs(x - y).max() for x, y in zip(out["python"], out["compiled"]))
-        if world.rank == 0:
-            print(f"| {world.size} | {n} | {min(times['python']):.3f} | "
-                  f"{min(times['compiled']):.3f} | {diff:.1e} |", flush=True)
+        print("| reduction | ranks | n | Python loop s | compiled s | max diff of d, abs(e) |")
+        print("|---|---:|---:|---:|---:|---:|")
+    for module, what in ((tridiagonal, "tridiagonal"), (bidiagonal, "bidiagonal")):
+        compiled = module._compiled_loop
+        for n in sizes:
+            a = np.random.default_rng(0).standard_normal((n, n))
+            A = dmath.from_numpy(a + a.T if what == "tridiagonal" else a,
+                                 dmath.block_cyclic(64), grid=grid)
+            times: dict = {"python": [], "compiled": []}
+            out = {}
+            for _ in range(3):
+                for name in times:
+                    module._compiled_loop = compiled if name == "compiled" else (lambda *a: None)
+                    M = (eigensolver.symmetric_bc(A, torch.float64, True, 64)
+                         if what == "tridiagonal" else to_bc(A, 64))
+                    world.barrier()
+                    t0 = time.perf_counter()
+                    d, e = module.reduce(M)[:2]
+                    world.barrier()
+                    times[name].append(time.perf_counter() - t0)
+                    out[name] = (np.abs(d), np.abs(e))
+            module._compiled_loop = compiled
+            diff = max(np.abs(x - y).max() for x, y in zip(out["python"], out["compiled"]))
+            if world.rank == 0:
+                print(f"| {what} | {world.size} | {n} | {min(times['python']):.3f} | "
+                      f"{min(times['compiled']):.3f} | {diff:.1e} |", flush=True)
 
 
 def main() -> None:
