@@ -44,15 +44,20 @@ ALGORITHMS = ("auto", "householder", "tsqr")
 
 def larft(V: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
     """Upper triangular T with H_1 ... H_k = I - V T V^H (LAPACK larft, forward, columnwise)."""
+    return larft_gram(V.mH @ V, tau)
+
+
+def larft_gram(G: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """``larft``'s T from the Gram matrix G = V^H V (k x k): what a distributed V gives
+    by summing its pieces' V_i^H V_i."""
     k = tau.shape[0]
-    G = V.mH @ V
     if k and bool((tau != 0).all()):
         # T^-1 = diag(1/tau) + strictly-upper(V^H V) (the recursion below, inverted): one
         # triangular solve instead of k small matrix-vector products
         Tinv = torch.triu(G, 1) + torch.diag(1 / tau)
         return torch.linalg.solve_triangular(
-            Tinv, torch.eye(k, dtype=V.dtype, device=V.device), upper=True)
-    T = torch.zeros((k, k), dtype=V.dtype, device=V.device)
+            Tinv, torch.eye(k, dtype=G.dtype, device=G.device), upper=True)
+    T = torch.zeros((k, k), dtype=G.dtype, device=G.device)
     for i in range(k):
         T[i, i] = tau[i]
         if i:

@@ -5,7 +5,9 @@
 adds what it holds, one all-reduce over the world: p x the panel on the
 wire, n x nb per rank). ``apply``: C := (I - V T V^T) C for a block-cyclic C
 and a replicated V (one all-reduce down the grid columns per block), the
-back-transformation of ScaLAPACK's pdormtr / pdormbr.
+back-transformation of ScaLAPACK's pdormtr / pdormbr; ``back`` sends a kept
+panel only to the ranks of its grid row when C's rows are laid out as the
+reduced matrix's (``Kept.local_cols``, T from the summed Gram matrix).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 import torch
 
 from ._bc import BC, sub_gemm
-from .decomp_qr import larft
+from .decomp_qr import larft, larft_gram
 
 
 def larfg(x: torch.Tensor) -> tuple[float, float, torch.Tensor]:
@@ -70,7 +72,14 @@ def trailing(M: BC, s: int, left: list[torch.Tensor], right: list[torch.Tensor])
 
 def back(K: "Kept", tau: np.ndarray, C: BC) -> None:
     """C := H_0 ... H_last C in place: the panels of K in reverse, column j's vector
-    below row j + K.off (pdormtr / pdormbr)."""
+    below row j + K.off (pdormtr / pdormbr). Where C's rows are distributed as K's
+    matrix's (the same grid and block), each panel's vectors go only to the ranks of
+    their grid row (a broadcast along it of this rank's rows) and T comes from the
+    Gram matrix summed down the grid column (``_back_local``); else every rank gets the
+    whole panel (one all-reduce over the world)."""
+    if not K.by_rows and K.same_rows(C):
+        _back_local(K, tau, C)
+        return
     dt, m = C.a.dtype, K.M.m
     for i in reversed(range(len(K.parts))):
         k, kb, _ = K.parts[i]
@@ -79,6 +88,28 @@ def back(K: "Kept", tau: np.ndarray, C: BC) -> None:
         j = torch.arange(k, k + kb, device=V.device)[None, :] + K.off
         V = torch.where(g >= j, V, torch.zeros((), dtype=dt, device=V.device))
         apply(C, V, torch.from_numpy(tau[k:k + kb]).to(dtype=dt, device=V.device), k + K.off)
+
+
+def _back_local(K: "Kept", tau: np.ndarray, C: BC) -> None:
+    """``back`` with each panel's vectors on this rank's rows only: C := (I - V T V^T) C,
+    V^T V and V^T C summed down the grid column, T = ``larft_gram``."""
+    dt = C.a.dtype
+    for i in reversed(range(len(K.parts))):
+        k, kb, _ = K.parts[i]
+        r0 = k + K.off
+        Vl = K.local_cols(i).to(dt)                     # rows >= r0 of this grid row
+        t = torch.from_numpy(tau[k:k + kb]).to(dtype=dt, device=Vl.device)
+        if C.a.shape[1] == 0:
+            continue
+        G = Vl.T @ Vl
+        if C.pr > 1:
+            G = C.col.allreduce(G)
+        T = larft_gram(G, t)
+        part = C.a[C.lrow(r0):]
+        W = Vl.T @ part
+        if C.pr > 1:
+            W = C.col.allreduce(W)
+        sub_gemm(part, Vl, T @ W)
 
 
 class Kept:
@@ -91,6 +122,7 @@ class Kept:
     def __init__(self, M: BC, panels: list[tuple[int, int]], off: int, rows: bool = False,
                  release: bool = True):
         self.M, self.off, self.by_rows = M, off, rows
+        self.nrows = M.a.shape[0]               # this rank's rows of M (M.a may be dropped)
         self.parts = []
         for k, kb in panels:
             if rows:
@@ -112,6 +144,30 @@ class Kept:
             g = M.grows()[M.lrow(k + self.off):]
             out[M.index(g)] = piece
         return M.grid.world.allreduce(out)
+
+    def same_rows(self, C: BC) -> bool:
+        """Whether C's rows are distributed as M's: the same grid and block size."""
+        M = self.M
+        return (C.grid == M.grid and C.nb == M.nb and C.pr == M.pr and C.myr == M.myr
+                and C.m == M.m and C.a.shape[0] == self.nrows)
+
+    def local_cols(self, i: int) -> torch.Tensor:
+        """Panel i's columns on this rank's rows >= its first vector row (nrows - lrow(k +
+        off) x kb), zero above each column's vector: broadcast along the grid row from the
+        panel's grid column (no rank gets more than its rows)."""
+        M = self.M
+        k, kb, piece = self.parts[i]
+        l0 = M.lrow(k + self.off)
+        if M.myc == M.cowner(k):
+            out = piece.contiguous() if piece is not None else \
+                torch.zeros((self.nrows - l0, kb), dtype=M.a.dtype, device=M.a.device)
+        else:
+            out = torch.empty((self.nrows - l0, kb), dtype=M.a.dtype, device=M.a.device)
+        if M.pc > 1:
+            M.row.bcast(out, M.cowner(k))
+        g = torch.from_numpy(M.grows()[l0:]).to(out.device)[:, None]
+        j = torch.arange(k, k + kb, device=out.device)[None, :] + self.off
+        return torch.where(g >= j, out, torch.zeros((), dtype=out.dtype, device=out.device))
 
     def rows(self, i: int) -> torch.Tensor:
         """Panel i's rows (kb x n) of a ``rows`` Kept, replicated on every rank (one
