@@ -91,6 +91,12 @@ def test_max_pool2x2_is_torchs_bit_for_bit():
                                                    False, i1)
         assert torch.equal(d0, d1)
     x = torch.randn(2, 3, 8, 8)
+    with pytest.MonkeyPatch.context() as mp:           # the operation without the kernel
+        mp.setenv("DMATH_NATIVE", "0")
+        y, i = torch.ops.dmath.max_pool2x2(x)
+        assert torch.equal(i, aten.max_pool2d_with_indices(x, [2, 2], [2, 2], [0, 0], [1, 1],
+                                                           False)[1])
+        assert not pool._native_2x2(x, [2, 2], [2, 2], [0, 0], [1, 1], False)
     assert pool._native_2x2(x, [2, 2], [2, 2], [0, 0], [1, 1], False)
     assert pool._native_2x2(x, [2, 2], [2, 2], [0, 0], [1, 1], True)
     for k, s, pad, d, ceil, t in (([3, 3], [2, 2], [0, 0], [1, 1], False, x),

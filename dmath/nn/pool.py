@@ -42,13 +42,15 @@ _NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
 
 def _max_pool2x2_cpu(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(y, indices) of torch's ``max_pool2d_with_indices(x, 2, 2)``, x (N, C, H, W)."""
+    kernel = native.max_pool2x2(_NUMPY[x.dtype]) if x.dtype in _NUMPY else None
+    if kernel is None:                  # DMATH_NATIVE=0 since, or no compiler: torch's kernel
+        return _aten.max_pool2d_with_indices(x, [2, 2], [2, 2], [0, 0], [1, 1], False)
     x = x.contiguous()
     n, c, h, w = x.shape
     y = x.new_empty((n, c, h // 2, w // 2))
     ind = torch.empty(y.shape, dtype=torch.int64)
     if y.numel():
-        native.max_pool2x2(_NUMPY[x.dtype])(n * c, h, w, h // 2, w // 2, x.data_ptr(),
-                                            y.data_ptr(), ind.data_ptr())
+        kernel(n * c, h, w, h // 2, w // 2, x.data_ptr(), y.data_ptr(), ind.data_ptr())
     return y, ind
 
 
