@@ -460,6 +460,53 @@ def case_onestage_reductions():
 C.ok(case_onestage_reductions())
 
 
+def case_compiled_loops_fuzz():
+    """The compiled column loops (native.tri_panel / bi_panel) against the Python loops on
+    random small shapes: n 1..44, m >= n, blocks 1..8, the three grid shapes, float64 and
+    float32; the tridiagonals / bidiagonals and the reflectors written into the pieces
+    agree (a compiled loop that read or wrote a wrong element would show here)."""
+    from dmath import native
+    from dmath.linalg import bidiagonal, eigensolver, tridiagonal
+    from dmath.linalg._bc import to_bc
+    if native.tri_panel(np.float64) is None:
+        return 0
+    p = C.ctx.world.size
+    rng_f = np.random.default_rng(7)
+    shapes = [dmath.runtime.most_square(p), (1, p), (p, 1)]
+    done = 0
+    for trial in range(18):
+        n, nb = int(rng_f.integers(1, 45)), int(rng_f.integers(1, 9))
+        m = n + int(rng_f.integers(0, 20))
+        g = dmath.Grid(shapes[trial % 3])
+        dtype, tol = (torch.float64, 1e-9) if trial % 3 else (torch.float32, 2e-3)
+        s = rng_f.standard_normal((n, n))                    # its own draws: the module's
+        s, a = s + s.T, rng_f.standard_normal((m, n))        # rng feeds the later cases
+        S = dmath.from_numpy(s, dmath.block_cyclic(nb), grid=g)
+        A = dmath.from_numpy(a, dmath.block_cyclic(nb), grid=g).astype(dtype)
+        out = {}
+        loops = (tridiagonal._compiled_loop, bidiagonal._compiled_loop)
+        for name in ("compiled", "python"):
+            if name == "python":
+                tridiagonal._compiled_loop = bidiagonal._compiled_loop = lambda *args: None
+            try:
+                Ms, Ma = eigensolver.symmetric_bc(S, dtype, True, nb), to_bc(A, nb)
+                d, e, _ = tridiagonal.reduce(Ms)
+                bd, be, _, _ = bidiagonal.reduce(Ma)
+            finally:
+                tridiagonal._compiled_loop, bidiagonal._compiled_loop = loops
+            out[name] = (d, np.abs(e), np.abs(bd), np.abs(be), Ms.a.double().numpy(),
+                         Ma.a.double().numpy())
+        scale = n1(s) + n1(a)
+        for x, y in zip(out["compiled"], out["python"]):
+            assert np.allclose(x, y, rtol=0, atol=10 * tol * scale), \
+                f"compiled loop differs: n={n} m={m} nb={nb} grid={g.shape} {dtype}"
+        done += 1
+    return done
+
+
+C.ok(case_compiled_loops_fuzz())
+
+
 def case_rank0_errors():
     """eigensolver._on_rank0 (eigvalsh's band -> values on rank 0 alone): its value on every
     rank, and its exception raised on every rank (an unpicklable one as RuntimeError), so
