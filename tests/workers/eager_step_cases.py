@@ -141,7 +141,8 @@ cases.ctx.world.barrier()
 for src in (xs, np.load(path, mmap_mode="r")):
     ds = train.Dataset(src, ys, 1 / 255, 0.5, 0.25)
     for lay in (Layout("a"), Layout(None, None, "a"), Layout(), Layout(None, None, None, "a")):
-        loader = train.DataLoader(ds, 4, layout=lay, grid=g, shuffle=True, seed=2)
+        loader = train.DataLoader(ds, 4, layout=lay, grid=g, shuffle=True, seed=2,
+                                  resident=False)          # the host reader's cached pieces
         order = loader.order()
         for i in list(range(len(loader))) * 2:         # again: from the cached pieces
             bx, by = loader.batch(i)

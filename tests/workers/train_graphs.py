@@ -39,7 +39,10 @@ Y = (X[:, 4:8, 4:8].mean((1, 2)) // 52).astype(np.int64)
 DS = train.Dataset(X, Y, 1 / 255, 0.5, 0.25)
 
 
-def make(graphs, model="lenet", opt="sgd", precision="fp32", accumulate=1, resident="auto"):
+def make(graphs, model="lenet", opt="sgd", precision="fp32", accumulate=1,
+         resident="auto" if CUDA else False):
+    # copied-in batches by default on the CPU (auto would cut them from a resident epoch
+    # there too: the resident cases below say resident=True)
     dtype = torch.float64 if precision == "fp32" and not CUDA else torch.float32
     net, xl = train.build(model, (1, 12, 12), 5, parallel="data", batch=8, dtype=dtype, seed=1)
     loader = train.DataLoader(DS, 8, layout=xl, shuffle=True, seed=5, drop_last=False,

@@ -215,7 +215,7 @@ for grid in grids(p):
     for lay in layouts:
         for shuffle, prefetch, bs in ((True, True, 5), (False, False, 23), (True, False, 4)):
             loader = train.DataLoader(ds, bs, layout=lay, grid=grid, shuffle=shuffle, seed=3,
-                                      prefetch=prefetch, dtype=F64)
+                                      prefetch=prefetch, dtype=F64, resident=False)
             for epoch in (0, 2):
                 loader.set_epoch(epoch)
                 order = np.random.default_rng([3, epoch]).permutation(23) if shuffle \
