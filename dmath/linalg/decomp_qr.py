@@ -65,7 +65,8 @@ def larft_gram(G: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
     return T
 
 
-def _apply(M: BC, C: torch.Tensor, V: torch.Tensor, T: torch.Tensor, adjoint: bool) -> None:
+def apply_block(M: BC, C: torch.Tensor, V: torch.Tensor, T: torch.Tensor,
+                adjoint: bool = False) -> None:
     """C := (I - V T V^H) C, or with T^H if ``adjoint``; V: this rank's rows, C: the
     same rows; the sum over the grid column's rows is one allreduce."""
     if C.shape[1] == 0:
@@ -116,7 +117,7 @@ def factor(M: BC) -> list:
         kb = min(nb, K - k)
         lr0, lc1, lc2 = M.lrow(k), M.lcol(k + kb), M.lcol(min(k + kb + nb, K))
         j0, j1 = (lc1, lc2) if nxt else (lc2, a.shape[1])
-        _apply(M, a[lr0:, j0:j1], V, T, adjoint=True)
+        apply_block(M, a[lr0:, j0:j1], V, T, adjoint=True)
 
     pipeline(range(0, K, nb), start, finish, update)
     return panels
@@ -128,7 +129,7 @@ def form_q(M: BC, panels: list) -> torch.Tensor:
     gr, gc = M.grows(), M.gcols(K)
     Q = torch.from_numpy(gr[:, None] == gc[None, :]).to(device=M.a.device, dtype=M.a.dtype)
     for k, V, T in reversed(panels):                                     # Q := H_k Q, backwards
-        _apply(M, Q[M.lrow(k):, M.lcol(k):], V, T, adjoint=False)
+        apply_block(M, Q[M.lrow(k):, M.lcol(k):], V, T, adjoint=False)
     return Q
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ._bc import BC, sub_gemm
-from .decomp_qr import larft, larft_gram
+from .decomp_qr import apply_block, larft, larft_gram
 
 
 def larfg(x: torch.Tensor) -> tuple[float, float, torch.Tensor]:
@@ -104,12 +104,7 @@ def _back_local(K: "Kept", tau: np.ndarray, C: BC) -> None:
         G = Vl.T @ Vl
         if C.pr > 1:
             G = C.col.allreduce(G)
-        T = larft_gram(G, t)
-        part = C.a[C.lrow(r0):]
-        W = Vl.T @ part
-        if C.pr > 1:
-            W = C.col.allreduce(W)
-        sub_gemm(part, Vl, T @ W)
+        apply_block(C, C.a[C.lrow(r0):], Vl, larft_gram(G, t))
 
 
 class Kept:
@@ -206,9 +201,4 @@ def apply(C: BC, V: torch.Tensor, tau: torch.Tensor, r0: int) -> None:
         return
     T = larft(V[r0:], tau)
     l0 = C.lrow(r0)
-    Vl = V[C.index(C.grows()[l0:])]
-    part = C.a[l0:]
-    W = Vl.T @ part
-    if C.pr > 1:
-        W = C.col.allreduce(W)
-    sub_gemm(part, Vl, T @ W)
+    apply_block(C, C.a[l0:], V[C.index(C.grows()[l0:])], T)
