@@ -29,7 +29,7 @@ from . import local_lapack
 from ._async import ibcast
 from ._bc import (BC, NotPositiveDefiniteError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
                   whole)
-from .kernels import blas_trsm
+from .kernels import solve_right_lower_t
 from .lookahead import pipeline
 
 GROUP = 256     # trailing-update GEMMs cover at least this many local columns
@@ -71,12 +71,8 @@ def factor(M: BC) -> None:
             if not bad:
                 if M.myr == rk:
                     a[lr0:lr1, lc0:lc1] = L11
-                if mrest and not blas_trsm(L11, a[lr1:, lc0:lc1], left=False, lower=True,
-                                           trans=True, unit=False):   # L21 := A21 L11^-H
-                    # as (L11^-1 A21^H)^H: torch's left solve on the transposed view runs
-                    # ~3.5x faster than its right solve (measured, float64, 1 thread)
-                    a[lr1:, lc0:lc1] = torch.linalg.solve_triangular(
-                        L11, a[lr1:, lc0:lc1].mH, upper=False).mH
+                if mrest:
+                    solve_right_lower_t(L11, a[lr1:, lc0:lc1])        # L21 := A21 L11^-H
                 P[:-1].view(mrest, kb).copy_(a[lr1:, lc0:lc1])
             P[-1] = bad
         inflight[0] = ibcast(M.row, P, ck)                            # L21[r,*]

@@ -31,7 +31,7 @@ from . import local_lapack
 from ._async import ibcast
 from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
                   vector_in, vector_out, whole)
-from .kernels import blas_trsm
+from .kernels import solve_left_unit_lower
 from .lookahead import pipeline
 from .rowmajor_lu import swaps_to_perm
 
@@ -82,14 +82,8 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
         if U.numel():
             if M.myr == rk:                                            # U12 := L11^-1 A12
                 A12 = a[lr0:lr1, lc1:]
-                if blas_trsm(P[:kb], A12, left=True, lower=True, trans=False, unit=True):
-                    U.copy_(A12)
-                else:
-                    # as (A12^T L11^-T)^T: torch's right solve on the transposed views runs
-                    # ~2x faster than its left solve on the row-major block (measured)
-                    U.copy_(torch.linalg.solve_triangular(P[:kb].mT, A12.mT, upper=True,
-                                                          left=False, unitriangular=True).mT)
-                    A12.copy_(U)
+                solve_left_unit_lower(P[:kb], A12)
+                U.copy_(A12)
             M.col.bcast(U, rk)                                         # U12[*,c]
         return P[lr1 - lr0:], U
 

@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .kernels import blas_trsm
+from .kernels import solve_left_unit_lower
 NB = 256             # panel width (n = 2048 float64 on the VM: 128 -> 112 ms, 256 -> 105, 384 -> 106)
 CHUNK = 64           # rows per transposing copy: a 2048 x 256 panel 3.5 ms in one copy_, 0.7 in chunks
 
@@ -81,11 +81,7 @@ def lu_(a: torch.Tensor, panel: Callable[[torch.Tensor], tuple[np.ndarray, int]]
         transpose_into(P, F)
         if k + kb < n:
             A12 = a[k:k + kb, k + kb:]
-            if not blas_trsm(P[:kb], A12, left=True, lower=True, trans=False, unit=True):
-                # as (A12^T L11^-T)^T: torch's right solve on the transposed views runs ~2x
-                # faster than its left solve on the row-major block (decomp_lu, measured)
-                A12.copy_(torch.linalg.solve_triangular(P[:kb].mT, A12.mT, upper=True,
-                                                        left=False, unitriangular=True).mT)
+            solve_left_unit_lower(P[:kb], A12)
             if k + kb < m:
                 sub_gemm(a[k + kb:, k + kb:], a[k + kb:, k:k + kb], A12)
     return piv, info
