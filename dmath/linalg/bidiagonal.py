@@ -65,7 +65,7 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
         kb = min(nb, n - k)
         P, Rows = ws.panel(k, kb, True, k)                      # column rows >= k
         if compiled is not None:
-            compiled(k, kb, P, Rows)
+            compiled(m, n, k, kb, L.shape[1], P.ctypes.data, Rows.ctypes.data)
             ws.trailing(k + kb, L[:, :2 * kb], R[:, :2 * kb])
             continue
         for i in range(kb):
@@ -96,34 +96,20 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 def _compiled_loop(ws: onestage.Workspace, d: np.ndarray, e: np.ndarray, tauq: np.ndarray,
                    taup: np.ndarray):
-    """f(k, kb, P, Rows): ``_reduce_blas``'s column loop of panel k by the compiled
-    ``native.bi_panel`` (the same steps, BLAS calls and all-reduces: ranks with and
-    without it may mix), or None where the kernel is missing."""
+    """f(m, n, k, kb, w, P's address, Rows' address): ``_reduce_blas``'s column loop of
+    panel k by the compiled ``native.bi_panel`` (the same steps, BLAS calls and
+    all-reduces: ranks with and without it may mix), or None where the kernel is missing."""
     f = native.bi_panel(ws.dt)
     if f is None:
         return None
-    M, m, n = ws.M, ws.M.m, ws.M.n
-    owns_col = np.array([M.cowner(j) == M.myc for j in range(n)], dtype=np.int8)
-    owns_row = np.array([M.rowner(j) == M.myr for j in range(n)], dtype=np.int8)
-    lrow = np.asarray(ws.lrow, dtype=np.int64)
-    lcol = np.asarray(ws.lcol, dtype=np.int64)
-    gr = np.ascontiguousarray(ws.gr, dtype=np.int64)
-    gc = np.ascontiguousarray(ws.gc, dtype=np.int64)
+    t = ws.index_tables()
     scratch = np.zeros(2 * max(ws.a.shape) + 2, dtype=ws.dt)
-    gemv, nrm2, callback, failed = ws.compiled_hooks()
-    L, R = ws.L, ws.R
-    fixed = (L.ctypes.data, R.ctypes.data, d.ctypes.data, e.ctypes.data, tauq.ctypes.data,
-             taup.ctypes.data, ws.pa, ws.a.shape[0], ws.a.shape[1], gr.ctypes.data,
-             gc.ctypes.data, lrow.ctypes.data, lcol.ctypes.data, owns_col.ctypes.data,
-             owns_row.ctypes.data, int(ws.rows_whole), ws.pbuf, scratch.ctypes.data, ws.rank,
-             ws.p, gemv, nrm2)
-
-    def run(k: int, kb: int, P: np.ndarray, Rows: np.ndarray) -> None:
-        status = f(m, n, k, kb, L.shape[1], P.ctypes.data, Rows.ctypes.data, *fixed, callback)
-        if status:
-            raise failed[0] if failed else RuntimeError(f"bi_panel failed ({status})")
-    run.keep = (owns_col, owns_row, lrow, lcol, gr, gc, scratch, callback)
-    return run
+    return ws.compiled_runner(
+        f, ws.L.ctypes.data, ws.R.ctypes.data, d.ctypes.data, e.ctypes.data,
+        tauq.ctypes.data, taup.ctypes.data, ws.pa, ws.a.shape[0], ws.a.shape[1],
+        t["gr"].ctypes.data, t["gc"].ctypes.data, t["lrow"].ctypes.data, t["lcol"].ctypes.data,
+        t["owns_col"].ctypes.data, t["owns_row"].ctypes.data, int(ws.rows_whole), ws.pbuf,
+        scratch.ctypes.data, ws.rank, ws.p, keep=(scratch,))
 
 
 def reduce_torch(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

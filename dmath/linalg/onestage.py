@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from typing import Callable
 
 import numpy as np
 import torch
@@ -112,6 +113,7 @@ class Workspace:
         self.rows_whole = M.pr == 1             # local rows = global rows
         self.lrow = [M.lrow(g) for g in range(M.m + 1)]     # numroc as tables (per column)
         self.lcol = [M.lcol(g) for g in range(M.n + 1)]
+        self._tables: dict | None = None        # index_tables(), made when first asked
         # a symmetric reduction (R is L swapped: the tridiagonal) reads the lower triangle
         # with the compiled kernel where every rank has it; only its products and updates
         self._symv = native.symv_lower(self.dt) if right is None else None
@@ -261,24 +263,47 @@ class Workspace:
         return y, ex
 
     # -- the compiled column loops (native.tri_panel / bi_panel) ------------------------
-    def compiled_hooks(self) -> tuple[int, int, object, list]:
-        """(gemv address, nrm2 address, all-reduce callback, failures) for a compiled column
-        loop: the BLAS 2 calls it makes are this workspace's, and the callback sums
-        ``buf[:count]`` over the world as ``product`` does, returning 0, or 1 after
-        appending the exception to ``failures`` (the caller raises it again)."""
+    def compiled_runner(self, f, *fixed, keep: tuple = ()) -> Callable:
+        """run(*args) = f(*args, *fixed, gemv, nrm2, allreduce) for a compiled column loop
+        (``native.tri_panel`` / ``bi_panel``): the BLAS 2 calls it makes are this
+        workspace's, and the callback sums ``buf[:count]`` over the world as ``product``
+        does; a nonzero status raises the callback's exception (or says the status).
+        ``keep``: arrays ``fixed`` points into that the workspace does not hold."""
         failures: list = []
 
         def allreduce(count: int) -> int:
             try:
                 self.world.host_allreduce_(self.buf_t[:count])
                 return 0
-            except BaseException as exc:             # raised again by the caller
+            except BaseException as exc:             # raised again below, not lost in C
                 failures.append(exc)
                 return 1
-        address = ctypes.cast
-        return (address(self._gemv, ctypes.c_void_p).value,
-                address(self._nrm2, ctypes.c_void_p).value,
-                native.ALLREDUCE_CALLBACK(allreduce), failures)
+        callback = native.ALLREDUCE_CALLBACK(allreduce)
+        hooks = (ctypes.cast(self._gemv, ctypes.c_void_p).value,
+                 ctypes.cast(self._nrm2, ctypes.c_void_p).value, callback)
+
+        def run(*args) -> None:
+            status = f(*args, *fixed, *hooks)
+            if status:
+                raise failures[0] if failures else RuntimeError(f"{f.__name__} failed ({status})")
+        run.keep = (keep, callback)                  # alive as long as run is
+        return run
+
+    def index_tables(self) -> dict[str, np.ndarray]:
+        """The piece's int64 tables a compiled loop reads (kept alive with the workspace):
+        global rows / columns ``gr`` / ``gc``, numroc tables ``lrow`` (m + 1) / ``lcol``
+        (n + 1), and ``owns_col`` / ``owns_row`` (int8: this rank holds global column /
+        row j, j < n)."""
+        if self._tables is None:
+            M = self.M
+            self._tables = {
+                "gr": np.ascontiguousarray(self.gr, dtype=np.int64),
+                "gc": np.ascontiguousarray(self.gc, dtype=np.int64),
+                "lrow": np.asarray(self.lrow, dtype=np.int64),
+                "lcol": np.asarray(self.lcol, dtype=np.int64),
+                "owns_col": np.array([M.cowner(j) == M.myc for j in range(M.n)], np.int8),
+                "owns_row": np.array([M.rowner(j) == M.myr for j in range(M.n)], np.int8)}
+        return self._tables
 
     # -- writes to the piece -----------------------------------------------------------
     def put_col(self, j: int, v: np.ndarray, r0: int) -> None:

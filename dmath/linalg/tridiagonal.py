@@ -72,7 +72,7 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         Rt[:2 * kb] = 0
         pP = P.ctypes.data
         if compiled is not None:
-            compiled(k, kb, P)
+            compiled(n, k, kb, P.ctypes.data)
             ws.trailing(k + kb, Lt[:2 * kb].T, Rt[:2 * kb].T)
             continue
         for i in range(kb):
@@ -104,29 +104,19 @@ def _reduce_blas(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _compiled_loop(ws: onestage.Workspace, Lt: np.ndarray, Rt: np.ndarray, v: np.ndarray,
                    d: np.ndarray, e: np.ndarray, tau: np.ndarray):
-    """f(k, kb, P): ``_reduce_blas``'s column loop of panel k by the compiled
+    """f(n, k, kb, P's address): ``_reduce_blas``'s column loop of panel k by the compiled
     ``native.tri_panel`` (the same steps and BLAS calls; its all-reduce through a
     callback), or None where the workspace's products are not the compiled lower-triangle
     ones (every rank or none: ``Workspace``) or the kernel is missing."""
     f = native.tri_panel(ws.dt) if ws.symmetric_product else None
     if f is None:
         return None
-    M, n = ws.M, ws.M.n
-    owns = np.array([M.cowner(j) == M.myc for j in range(n)], dtype=np.int8)
-    lrow = np.asarray(ws.lrow, dtype=np.int64)
-    lcol = np.asarray(ws.lcol, dtype=np.int64)
-    gemv, nrm2, callback, failed = ws.compiled_hooks()
-    fixed = (Lt.ctypes.data, Rt.ctypes.data, v.ctypes.data, d.ctypes.data, e.ctypes.data,
-             tau.ctypes.data, ws.pa, ws.a.shape[0], ws.a.shape[1], ws._gr64.ctypes.data,
-             ws._gc64.ctypes.data, lrow.ctypes.data, lcol.ctypes.data, owns.ctypes.data,
-             ws.pbuf, ws._work.ctypes.data, ws.rank, ws.p, gemv, nrm2)
-
-    def run(k: int, kb: int, P: np.ndarray) -> None:
-        status = f(n, k, kb, P.ctypes.data, *fixed, callback)
-        if status:
-            raise failed[0] if failed else RuntimeError(f"tri_panel failed ({status})")
-    run.keep = (owns, lrow, lcol, callback)          # what ``fixed`` points into stays alive
-    return run
+    t = ws.index_tables()
+    return ws.compiled_runner(
+        f, Lt.ctypes.data, Rt.ctypes.data, v.ctypes.data, d.ctypes.data, e.ctypes.data,
+        tau.ctypes.data, ws.pa, ws.a.shape[0], ws.a.shape[1], t["gr"].ctypes.data,
+        t["gc"].ctypes.data, t["lrow"].ctypes.data, t["lcol"].ctypes.data,
+        t["owns_col"].ctypes.data, ws.pbuf, ws._work.ctypes.data, ws.rank, ws.p)
 
 
 def reduce_torch(M: BC) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
