@@ -38,6 +38,9 @@
 #   bash benchmarks/gpu_session.sh round3u  # the compiled dropout-mask kernel, LeNet replay kernels and
 #                                          # host time, band.symmetric before / after on 16 CPU ranks,
 #                                          # eigvalsh at 8192, AdamW on the GPU
+#   bash benchmarks/gpu_session.sh round3v  # fused AdamW captured and eager on CUDA (tests, host time,
+#                                          # replay kernels vs torch's graphs, eager steps), the 16-
+#                                          # and 4-rank data-parallel step, solvers on 4 ranks
 #   bash benchmarks/gpu_session.sh round3r  # graph host time (LeNet) and the CUDA captured-step worker
 #   bash benchmarks/gpu_session.sh round3o  # CPU topology, graph_host.py --gpu --profile, 16-core
 #                                          # data-parallel step, eigh native on/off, eigvalsh (16)
@@ -346,6 +349,57 @@ case "${1:-tests}" in
     step "eigvalsh, 16 ranks, n = 8192"
     timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
         --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3o_8192.log" | tail -1
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3v)  # < R3V_SECONDS (default 560) s, most needed first: the CUDA optimizer units, the
+            # StepValues ring and the captured-step worker (fused AdamW captured); the LeNet
+            # graph step's host time and kernels next to torch's graph with capturable and with
+            # fused AdamW; eager steps (graphs off) vs torch eager on synthetic Fashion-MNIST-
+            # shaped data; the data-parallel step on 16 and 4 ranks vs one torch process with 16
+            # / 4 threads; cholesky / lu / eigh on 4 ranks (carry .whl, .venv/scalapack/debs)
+    t0=$SECONDS
+    left() { echo $((${R3V_SECONDS:-560} - SECONDS + t0)); }
+    step "optimizer units and the StepValues ring on CUDA"
+    timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/test_train.py -k "units or accumulate" \
+        2>&1 | tee "$OUT/r3v_units.log" | tail -2
+    step "graph host time and steps, LeNet"
+    timeout 80 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 2>&1 \
+        | tee "$OUT/r3v_graph_host.log" | tail -4
+    step "the kernels of a LeNet replay"
+    timeout 60 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 12 2>&1 \
+        | tee "$OUT/r3v_kernels.log" | grep -E "kernels,|adam|multi_tensor" | head -12
+    step "the captured-step worker on CUDA"
+    mkdir -p "$OUT/r3v_tmp"
+    timeout $(( $(left) > 150 ? 150 : $(left) )) python3 tests/workers/train_graphs.py "$OUT/r3v_tmp" cuda \
+        > "$OUT/r3v_train_graphs.log" 2>&1; echo "train_graphs rc $?"
+    rm -rf "$OUT/r3v_tmp"; tail -n 3 "$OUT/r3v_train_graphs.log"
+    if [ "$(left)" -gt 200 ]; then
+      step "eager steps (graphs off) and graphs vs torch, synthetic data, 2 epochs"
+      python3 -c "import numpy as np; r = np.random.default_rng(0); np.savez('/tmp/fm.npz', \
+x_train=r.integers(0, 256, (60000, 28, 28), dtype=np.uint8), y_train=r.integers(0, 10, 60000), \
+x_test=r.integers(0, 256, (10000, 28, 28), dtype=np.uint8), y_test=r.integers(0, 10, 10000))"
+      timeout 150 python3 benchmarks/train.py --gpu --data /tmp/fm.npz --epochs 2 \
+          --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3v_train.log" | tail -8
+    fi
+    export DMATH_DEVICE=cpu
+    if [ "$(left)" -gt 110 ]; then
+      dp_step r3v_dp.log
+      step "one torch process, 4 threads, batch 128"
+      timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 4 --steps 30 \
+          2>&1 | tee -a "$OUT/r3v_dp.log" | tail -4
+    fi
+    python3 benchmarks/solvers.py --fetch-scalapack > /dev/null 2>&1
+    if [ "$(left)" -gt 80 ]; then
+      step "cholesky, lu on 4 ranks (2 x 2) vs scipy with 4 threads, n = 4096"
+      timeout 75 python3 benchmarks/solvers.py --ranks 4 --n 4096 --routines cholesky,lu \
+          --lookahead on --no-openblas --no-single --no-doc --repeats 2 2>&1 \
+          | tee "$OUT/r3v_solvers4.log" | tail -9
+    fi
+    if [ "$(left)" -gt 60 ]; then
+      step "eigh, 4 ranks, n = 2048 and 4096, vs ScaLAPACK and scipy 4 threads"
+      timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 4 --sizes 2048,4096 --nb 64 \
+          --repeats 1 --no-doc --no-single --routines eigh 2>&1 | tee "$OUT/r3v_eigh4.log" | tail -4
+    fi
     step "done after $((SECONDS - t0)) s"
     ;;
   round3u)  # < R3U_SECONDS (default 430) s, most needed first: the CUDA dropout-mask kernel's

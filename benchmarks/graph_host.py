@@ -198,9 +198,11 @@ def _profile(step, steps: int, dev) -> None:
               f" {Path(fname).name}:{line} {fn}")
 
 
-def torch_capture(name: str, B: int, n: int, dev):
+def torch_capture(name: str, B: int, n: int, dev, fused: bool = False):
     """benchmarks/train.py's whole-step CUDA graph of ``name`` at batch B over n synthetic
-    samples: (graph, xs, ys, perm, lr, xb, yb, loss), xb / yb its static batch buffers."""
+    samples: (graph, xs, ys, perm, lr, xb, yb, loss), xb / yb its static batch buffers.
+    ``fused``: torch's fused AdamW (its learning rate a device tensor too) instead of
+    ``capturable=True``'s multi-tensor step."""
     import torch.nn.functional as F
     torch.manual_seed(0)
     model = torch_model(name).to(dev)
@@ -209,7 +211,7 @@ def torch_capture(name: str, B: int, n: int, dev):
     perm = torch.randperm(n, device=dev)
     lr = torch.tensor(RECIPE["lr"], device=dev)
     opt = torch.optim.AdamW(model.parameters(), lr, weight_decay=RECIPE["weight_decay"],
-                            capturable=True)
+                            **({"fused": True} if fused else {"capturable": True}))
     xb, yb = xs[:B].clone(), ys[:B].clone()
 
     def eager():
@@ -233,11 +235,11 @@ def torch_capture(name: str, B: int, n: int, dev):
     return graph, xs, ys, perm, lr, xb, yb, loss
 
 
-def torch_rows(name: str, args, dev) -> dict:
+def torch_rows(name: str, args, dev, fused: bool = False) -> dict:
     """benchmarks/train.py's whole-step CUDA graph, its loop body timed."""
     B = args.batch
     n = B * (args.steps + 16)
-    graph, xs, ys, perm, lr, xb, yb, loss = torch_capture(name, B, n, dev)
+    graph, xs, ys, perm, lr, xb, yb, loss = torch_capture(name, B, n, dev, fused)
     state = {"s": 0, "replay": graph.replay}
     kept = []
 
@@ -289,6 +291,7 @@ def main(argv=None) -> int:
         runs = {"dmath": lambda: dmath_rows(name, args, dev)}
         if args.gpu:
             runs["torch graph"] = lambda: torch_rows(name, args, dev)
+            runs["torch graph, fused AdamW"] = lambda: torch_rows(name, args, dev, True)
         for sysname, fn in runs.items():
             r = fn()
             step = r.get("step")

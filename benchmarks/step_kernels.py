@@ -59,7 +59,9 @@ def main(argv=None) -> int:
         g = next(reversed(tr.graphs.graphs.values()))
         rows = {"dmath": kernels(g.backend.replay, args.replays),
                 "torch graph": kernels(torch_capture(name, args.batch, 16 * args.batch, dev)[0].replay,
-                                       args.replays)}
+                                       args.replays),
+                "torch graph, fused AdamW": kernels(torch_capture(
+                    name, args.batch, 16 * args.batch, dev, fused=True)[0].replay, args.replays)}
         for system, ks in rows.items():
             tot_n = sum(c for c, _ in ks.values())
             tot_us = sum(u for _, u in ks.values())

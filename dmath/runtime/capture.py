@@ -55,8 +55,9 @@ class StepValues:
     share one int64 device buffer (the float half viewed as float64), so a
     write is host stores into a numpy view of a host buffer and one copy.
     On a GPU the host buffers are a ring of pinned ones and the copy is
-    asynchronous, ordered with the replays on the current stream (a buffer is
-    reused after the event of its last copy).
+    asynchronous, ordered with the replays on the current stream; an event is
+    recorded after every ``GROUP``-th copy and waited for a ring later, before the
+    group's buffers are written again (a step records one event in ``GROUP``).
 
     ``slots``: how many values of each kind it holds (at least ``SLOTS``); a
     captured step makes its own, sized to the values it writes (a resident
@@ -64,7 +65,8 @@ class StepValues:
     hundreds)."""
 
     SLOTS = 64
-    RING = 4
+    RING = 16       # pinned host buffers on a GPU
+    GROUP = 4       # buffers per recorded event
 
     def __init__(self, device: torch.device, slots: int = SLOTS):
         self.device = torch.device(device)
@@ -83,10 +85,14 @@ class StepValues:
             host = torch.zeros(words, dtype=torch.int64, pin_memory=pin)
             h = host.numpy()
             self._ring.append((host, h[:n].view(np.float64), h[n:2 * n],
-                               h[2 * n:].view(np.float32)[:n], torch.cuda.Event() if pin else None))
-        self._used = [False] * len(self._ring)           # its event recorded once
+                               h[2 * n:].view(np.float32)[:n]))
+        # one event per GROUP buffers, recorded after the group's last copy and waited
+        # for before the group's first buffer is written again, a ring later
+        self._events = [torch.cuda.Event() for _ in range(self.RING // self.GROUP)] if pin \
+            else []
+        self._used = [False] * len(self._events)         # its event recorded once
         self._next = 0
-        self._stream = None          # the CUDA stream the last event was recorded on
+        self._stream = None          # the CUDA stream the copies go on
 
     def _slots_of(self, names: tuple) -> list:
         for name, v in zip(names, self.current.values()):
@@ -107,28 +113,37 @@ class StepValues:
         if plan is None or plan[0] != names:
             plan = self._plan = (names, self._slots_of(names))
         k = self._next
-        host, f, i, f32, ev = self._ring[k]
-        if self._used[k]:
-            ev.synchronize()            # the copy from this buffer, RING writes ago, is over
+        host, f, i, f32 = self._ring[k]
+        pinned = bool(self._events)
+        if pinned:
+            stream = self._current_stream()
+            g, first = divmod(k, self.GROUP)
+            if first == 0 and self._used[g]:
+                self._events[g].synchronize()     # the copies from these buffers are over
         for (is_int, slot), v in zip(plan[1], values.values()):
             if is_int:
                 i[slot] = v
             else:
                 f[slot] = f32[slot] = v          # float32: rounded as torch's .to() rounds
-        self._dev.copy_(host, non_blocking=ev is not None)
-        if ev is not None:
-            ev.record(self._current_stream())
-            self._used[k] = True
+        self._dev.copy_(host, non_blocking=pinned)
+        if pinned:
+            if first == self.GROUP - 1:
+                self._events[g].record(stream)
+                self._used[g] = True
             self._next = (k + 1) % len(self._ring)
 
     def _current_stream(self) -> "torch.cuda.Stream":
         """The device's current stream, the object kept while its id stays the same
         (``torch.cuda.current_stream`` and ``Event.record()`` without a stream parse
         the device each call: ~25 of the ~90 us a replayed step's host work took under
-        cProfile on the lent H100 host)."""
+        cProfile on the lent H100 host). When it changes, the copies queued on the
+        one before are waited for, so every buffer is free again."""
         sid, index, kind = torch._C._cuda_getCurrentStream(self._dev.device.index)
         s = self._stream
         if s is None or s.stream_id != sid:
+            if s is not None:
+                s.synchronize()
+                self._used = [False] * len(self._events)
             s = self._stream = torch.cuda.Stream(stream_id=sid, device_index=index,
                                                  device_type=kind)
         return s

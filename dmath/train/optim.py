@@ -4,11 +4,12 @@ Gradients arrive already summed over ranks (``GradReducer`` / the layers'
 reductions) and lie in each master's layout, so every update is elementwise
 on the local pieces: one SPMD command per step, no communication, and the
 update of all the parameters together is a handful of multi-tensor kernels
-(``torch._foreach_*``), as torch.optim's ``foreach`` path does on CUDA; an eager
-Adam / AdamW step on CPU pieces runs torch's fused kernel instead (one pass over
-each parameter's memory, 2.7x the foreach step's speed for LeNet on one CPU core;
-``fused=True`` asks for it on a GPU too: one launch, not ~10). A captured step
-(``graphs``) keeps the foreach kernels, reading its scalars from device memory. The
+(``torch._foreach_*``), as torch.optim's ``foreach`` path does on CUDA; an
+Adam / AdamW step runs torch's fused kernel instead (one pass over each
+parameter's memory, 2.7x the foreach step's speed for LeNet on one CPU core;
+on the H100 2.2-3.0x: one launch, not ~10). A captured step (``graphs``) runs the same
+kernel, reading the learning rate and the step count from device memory
+(``fused=False``: the foreach kernels, reading their scalars from there). The
 state (momentum buffers, Adam moments) is a DArray per parameter in its
 master's layout, made on the first step. The formulas and the order of the
 operations are torch.optim's (``_multi_tensor_sgd`` / ``_multi_tensor_adam`` /
@@ -89,9 +90,9 @@ def _sgd_update(masters: list, grads: list, bufs: list | None, lr: float, moment
 def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, betas: tuple,
                  eps: float, weight_decay: float, decoupled: bool, steps: list,
                  fused: bool | None = None) -> None:
-    """torch.optim.Adam/AdamW's step. Fused (``fused``; None: on CPU pieces; never
-    while captured): torch's ``_fused_adam(w)_``, one pass over each parameter's
-    memory (on a GPU one launch for all of them). Otherwise the multi-tensor step
+    """torch.optim.Adam/AdamW's step. Fused (``fused``; None: on CPU and CUDA
+    pieces, eager or captured): torch's ``_fused_adam(w)_``, one pass over each
+    parameter's memory (on a GPU one launch for all of them). Otherwise the multi-tensor step
     (``_multi_tensor_adam``): eight ``torch._foreach_*`` kernels over all the
     parameters; while a step is captured
     (``runtime.capture``) the step-dependent scalars are read from device memory,
@@ -101,9 +102,9 @@ def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, beta
     if not keep:
         return
     values = capture.active()
-    if values is None and (fused or (fused is None and ps[0].device.type in _FUSED)):
+    if fused or (fused is None and ps[0].device.type in _FUSED):
         _fused_adam(ps, gs, ms, vs, [steps[k] for k in keep], lr, betas, eps, weight_decay,
-                    decoupled)
+                    decoupled, values)
         _touch(*([a[k] for k in keep] for a in (masters, m1, m2)))
         return
     if weight_decay and decoupled:
@@ -128,22 +129,30 @@ def _adam_update(masters: list, grads: list, m1: list, m2: list, lr: float, beta
     _touch(*([a[k] for k in keep] for a in (masters, m1, m2)))
 
 
-_FUSED = ("cpu",)    # devices whose eager Adam(W) step is torch's fused kernel by default
-# (CUDA: fused=True asks for it, checked there by train_units; the default stays foreach
-# until its speed on a GPU is measured)
+_FUSED = ("cpu", "cuda")   # devices whose Adam(W) step is torch's fused kernel by default
+# (H100: 2.2x (LeNet) / 3.0x (ResNet) the foreach step's speed; fused=False: foreach)
 
 
 def _fused_adam(ps: list, gs: list, ms: list, vs: list, steps: list, lr: float, betas: tuple,
-                eps: float, weight_decay: float, decoupled: bool) -> None:
+                eps: float, weight_decay: float, decoupled: bool,
+                values: "capture.StepValues | None" = None) -> None:
     """torch.optim.Adam(W)(fused=True)'s update of local pieces: one
     ``torch._fused_adam(w)_`` call per (device, dtype, step count) group, the step
-    count (1-based, after this step) as a float32 scalar tensor on the device."""
+    count (1-based, after this step) as a float32 scalar tensor on the device.
+    Captured (``values``): the learning rate and the step count are read from
+    device memory ("opt.lr", "opt.t"), as torch's fused step with a tensor
+    learning rate does; CUDA's kernel reads the rate through a float pointer, the
+    CPU's as a double (so float64 pieces get the very bits of the eager step)."""
     kernel = torch._fused_adamw_ if decoupled else torch._fused_adam_
     groups: dict = {}
     for i, p in enumerate(ps):
-        groups.setdefault((p.device, p.dtype, steps[i]), []).append(i)
+        groups.setdefault((p.device, p.dtype, None if values else steps[i]), []).append(i)
     for (device, _, t), idx in groups.items():
-        step = torch.full((), float(t), dtype=torch.float32, device=device)
+        if values is None:
+            step = torch.full((), float(t), dtype=torch.float32, device=device)
+        else:
+            step = values.get("opt.t", torch.float32)
+            lr = values.get("opt.lr", torch.float64 if device.type == "cpu" else torch.float32)
         kernel([ps[i] for i in idx], [gs[i] for i in idx], [ms[i] for i in idx],
                [vs[i] for i in idx], [], [step] * len(idx), lr=lr, beta1=betas[0],
                beta2=betas[1], weight_decay=weight_decay, eps=eps, amsgrad=False,
@@ -363,7 +372,9 @@ class Adam(Optimizer):
     def step_values(self) -> dict | None:
         if len(set(self.steps)) != 1:
             return None
-        return _adam_numbers(self.lr, self.betas, self.weight_decay, self.steps[0] + 1)
+        t = self.steps[0] + 1
+        return {**_adam_numbers(self.lr, self.betas, self.weight_decay, t),
+                "opt.lr": self.lr, "opt.t": float(t)}      # the fused step's
 
 
 class AdamW(Adam):

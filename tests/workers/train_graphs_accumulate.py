@@ -94,5 +94,24 @@ except RuntimeError as e:
     assert "more than 64" in str(e), e
 passed += 1
 
+# the pinned ring on a GPU: many writes queued on the stream (three rings' worth, one
+# stream switch), each read by the device operation that follows it
+v = StepValues(ctx.device)
+n = 3 * len(v._ring) + 5
+seen = torch.empty(n, dtype=torch.float64, device=ctx.device)
+side = torch.cuda.Stream() if CUDA else None
+if CUDA:
+    torch.cuda._sleep(20_000_000)       # the device busy while the host writes ahead
+for j in range(n):
+    if CUDA and j == n // 2:
+        torch.cuda.set_stream(side)
+    v.write({"x": j + 0.5, "k": j})
+    seen[j] = v.get("x") + v.get("k", torch.float64)
+if CUDA:
+    torch.cuda.set_stream(torch.cuda.default_stream())
+    torch.cuda.synchronize()
+assert seen.cpu().tolist() == [2 * j + 0.5 for j in range(n)], seen
+passed += 1
+
 print(f"CASES {passed} passed", flush=True)
 dmath.finalize()

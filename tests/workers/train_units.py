@@ -73,10 +73,9 @@ for k, (name, kw) in enumerate(OPTS):
 
 # float32, replicated: the very bits of torch.optim's step, which dmath's update follows
 # operation for operation: the multi-tensor (foreach) step, and Adam(W)'s fused one (the
-# default on CPU pieces; fused=False: foreach; fused=True: fused on any device, on CUDA
-# against torch's fused CPU step within CUDA's rounding)
+# default on CPU and CUDA pieces; fused=False: foreach; on CUDA against torch's step on
+# the CPU within CUDA's rounding)
 grid = grids(p)[0]
-cpu = dmath.runtime.context().device.type == "cpu"
 for k, (name, kw, fused) in enumerate([(n, kw, None) for n, kw in OPTS] +
                                       [(n, kw, f) for n, kw in OPTS if n != "sgd"
                                        for f in (False, True)]):
@@ -84,7 +83,7 @@ for k, (name, kw, fused) in enumerate([(n, kw, None) for n, kw in OPTS] +
     params = [Param(darray(v, Layout(), grid), f"p{i}") for i, v in enumerate(values)]
     opt = train.OPTIMIZERS[name](params, **kw, **({} if name == "sgd" else {"fused": fused}))
     ref = [torch.tensor(v, requires_grad=True) for v in values]
-    fuse = name != "sgd" and (fused or (fused is None and cpu))
+    fuse = name != "sgd" and fused is not False
     topt = TORCH[name](ref, **({"fused": True} if fuse else {"foreach": True}), **kw)
     for step in range(3):
         for q, r in zip(params, ref):
