@@ -38,6 +38,7 @@
 #   bash benchmarks/gpu_session.sh round3u  # the compiled dropout-mask kernel, LeNet replay kernels and
 #                                          # host time, band.symmetric before / after on 16 CPU ranks,
 #                                          # eigvalsh at 8192, AdamW on the GPU
+#   bash benchmarks/gpu_session.sh round3w  # round3v's GPU part after its fixes
 #   bash benchmarks/gpu_session.sh round3v  # fused AdamW captured and eager on CUDA (tests, host time,
 #                                          # replay kernels vs torch's graphs, eager steps), the 16-
 #                                          # and 4-rank data-parallel step, solvers on 4 ranks
@@ -349,6 +350,40 @@ case "${1:-tests}" in
     step "eigvalsh, 16 ranks, n = 8192"
     timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
         --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3o_8192.log" | tail -1
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3w)  # < 420 s: round3v's GPU part again after its fixes: the CUDA optimizer units and
+            # StepValues ring, the captured-step worker, the LeNet graph step's host time and
+            # kernels next to torch's graphs (capturable; fused + capturable), train.py LeNet
+            # graphs on synthetic data
+    t0=$SECONDS
+    left() { echo $((${R3W_SECONDS:-420} - SECONDS + t0)); }
+    if [ -f dbg_resident.py ]; then
+      step "debug: resident epochs, OpReplay / CUDA graphs, fused or not"
+      timeout 100 python3 dbg_resident.py 2>&1 | tee "$OUT/r3w_dbg.log" | grep -E "ring|Error"
+    fi
+    step "optimizer units and the StepValues ring on CUDA"
+    timeout 100 python3 -m pytest -q -x -p no:cacheprovider tests/test_train.py -k "units or accumulate" \
+        2>&1 | tee "$OUT/r3w_units.log" | tail -2
+    step "the captured-step worker on CUDA"
+    mkdir -p "$OUT/r3w_tmp"
+    timeout 150 python3 tests/workers/train_graphs.py "$OUT/r3w_tmp" cuda \
+        > "$OUT/r3w_train_graphs.log" 2>&1; echo "train_graphs rc $?"
+    rm -rf "$OUT/r3w_tmp"; tail -n 3 "$OUT/r3w_train_graphs.log"
+    step "graph host time and steps, LeNet"
+    timeout 80 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 2>&1 \
+        | tee "$OUT/r3w_graph_host.log" | tail -4
+    step "the kernels of a LeNet replay"
+    timeout 60 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 12 2>&1 \
+        | tee "$OUT/r3w_kernels.log" | grep -E "kernels,|adam|multi_tensor" | head -12
+    if [ "$(left)" -gt 60 ]; then
+      step "train.py LeNet graphs vs torch's graph, synthetic data"
+      python3 -c "import numpy as np; r = np.random.default_rng(0); np.savez('/tmp/fm.npz', \
+x_train=r.integers(0, 256, (60000, 28, 28), dtype=np.uint8), y_train=r.integers(0, 10, 60000), \
+x_test=r.integers(0, 256, (10000, 28, 28), dtype=np.uint8), y_test=r.integers(0, 10, 10000))"
+      timeout $(left) python3 benchmarks/train.py --gpu --data /tmp/fm.npz --epochs 2 --models lenet \
+          --systems dmath,torch-graph --no-doc 2>&1 | tee "$OUT/r3w_train.log" | tail -4
+    fi
     step "done after $((SECONDS - t0)) s"
     ;;
   round3v)  # < R3V_SECONDS (default 560) s, most needed first: the CUDA optimizer units, the

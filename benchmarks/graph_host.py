@@ -201,8 +201,8 @@ def _profile(step, steps: int, dev) -> None:
 def torch_capture(name: str, B: int, n: int, dev, fused: bool = False):
     """benchmarks/train.py's whole-step CUDA graph of ``name`` at batch B over n synthetic
     samples: (graph, xs, ys, perm, lr, xb, yb, loss), xb / yb its static batch buffers.
-    ``fused``: torch's fused AdamW (its learning rate a device tensor too) instead of
-    ``capturable=True``'s multi-tensor step."""
+    ``fused``: torch's fused AdamW (``fused=True, capturable=True``, its learning rate a
+    device tensor too) instead of ``capturable=True``'s multi-tensor step."""
     import torch.nn.functional as F
     torch.manual_seed(0)
     model = torch_model(name).to(dev)
@@ -211,7 +211,7 @@ def torch_capture(name: str, B: int, n: int, dev, fused: bool = False):
     perm = torch.randperm(n, device=dev)
     lr = torch.tensor(RECIPE["lr"], device=dev)
     opt = torch.optim.AdamW(model.parameters(), lr, weight_decay=RECIPE["weight_decay"],
-                            **({"fused": True} if fused else {"capturable": True}))
+                            capturable=True, **({"fused": True} if fused else {}))
     xb, yb = xs[:B].clone(), ys[:B].clone()
 
     def eager():

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _dispatch_mode
 
 from ..array import DArray, Layout, as_dtype
 from ..runtime import capture
@@ -139,9 +140,11 @@ def bits53_at_least(idx: torch.Tensor, key: "int | torch.Tensor", threshold: int
                     ) -> torch.Tensor:
     """``_bits53(idx, key) >= threshold`` as a bool or 0 / 1 int64 tensor: on CUDA one
     compiled elementwise kernel (torch's jiterator) instead of ~15 int64 kernels
-    (~13 us of a replayed LeNet step on an H100); elsewhere, or when the kernel
+    (~13 us of a replayed LeNet step on an H100); elsewhere, under a torch dispatch
+    mode (a jiterator launch bypasses the dispatcher, so ``train.graphs.OpReplay``
+    would record only its output's ``empty`` and replay garbage), or when the kernel
     cannot be compiled, torch's kernels. The same bits either way."""
-    if idx.is_cuda and _keep_kernel[0] is not False:
+    if idx.is_cuda and _keep_kernel[0] is not False and _dispatch_mode() is None:
         try:
             if _keep_kernel[0] is None:
                 _keep_kernel[0] = torch.cuda.jiterator._create_jit_fn(_KEEP_CODE, threshold=0)

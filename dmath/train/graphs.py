@@ -132,7 +132,11 @@ class OpReplay:
     The first run executes while recording (the step is done); ``replay`` runs
     the operations again on the same persistent tensors, new tensors standing
     for the ones the recording made, and copies the new ``outs`` into the
-    recorded ones (a CUDA graph's outputs are its own memory, rewritten)."""
+    recorded ones (a CUDA graph's outputs are its own memory, rewritten). Only
+    operations that pass torch's dispatcher are recorded: a kernel launched around
+    it (a jiterator kernel) would be replayed as the ``empty`` of its output, so
+    such kernels use torch's operations while a dispatch mode is active
+    (``ops.random.bits53_at_least``)."""
 
     RUNS_WHEN_RECORDED = True
 
