@@ -44,7 +44,7 @@ for shape, lays in (((8, 130), [Layout("a"), Layout(None, "a"), Layout(), Layout
         for dtype in (torch.float32, torch.float64, torch.bfloat16):
             for prob in (1e-6, 0.25, 0.5, 0.97):
                 seed = 1000 + int(prob * 100)
-                got = A.dropout_mask(shape, lay, g, prob, seed, dtype)
+                got = A.dropout_mask(shape, lay, g, prob, seed, dtype).cpu()
                 idx = A._flat_index(tuple(shape), lay, g, torch.device("cpu"))
                 keep = R._bits53(idx, R._key(seed)) >= math.ceil(prob * 2.0 ** 53)
                 want = keep.to(dtype) * (1.0 / (1.0 - prob))
