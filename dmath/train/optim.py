@@ -146,7 +146,8 @@ def _fused_adam(ps: list, gs: list, ms: list, vs: list, steps: list, lr: float, 
     kernel = torch._fused_adamw_ if decoupled else torch._fused_adam_
     groups: dict = {}
     for i, p in enumerate(ps):
-        groups.setdefault((p.device, p.dtype, None if values else steps[i]), []).append(i)
+        t = steps[i] if values is None else None       # captured: the step values' count
+        groups.setdefault((p.device, p.dtype, t), []).append(i)
     for (device, _, t), idx in groups.items():
         if values is None:
             step = torch.full((), float(t), dtype=torch.float32, device=device)
