@@ -163,15 +163,16 @@ def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
     from dmath.nn import gradsync
     world = dmath.runtime.context().world
     p = world.size
-    waited = [0.0]
+    waited = [0.0, 0.0]                # wall, CPU
     pending_wait = gradsync._Pending.wait
 
     def timed_wait(self):              # the step's wait for its gradient sums
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return pending_wait(self)
         finally:
             waited[0] += time.perf_counter() - t0
+            waited[1] += time.process_time() - c0
     gradsync._Pending.wait = timed_wait
     for name in models:
         step = dmath_step(name, batch * p, (rounds + 3) * steps + 20)
@@ -181,17 +182,24 @@ def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
         for _ in range(steps):
             step()
         snap = dmath.comm_stats.snapshot()
-        ts, walls, waits = [], [], []
+        ts, walls, waits, own = [], [], [], []
         for _ in range(rounds):
             world.barrier()
-            c0, w0, waited[0] = time.process_time(), time.perf_counter(), 0.0
+            c0, w0 = time.process_time(), time.perf_counter()
+            waited[:] = [0.0, 0.0]
             for _ in range(steps):
                 step()
             ts.append((time.process_time() - c0) / steps)
             walls.append((time.perf_counter() - w0) / steps)
             waits.append(waited[0] / steps)
+            # the rank's own work (the step less its wait): wall and CPU time; wall above CPU
+            # is time the rank was not running (another process had its core)
+            own.append(((walls[-1] - waits[-1]), (ts[-1] - waited[1] / steps)))
         ts = world.allgather_obj(1e6 * statistics.median(ts))
         waits = world.allgather_obj(1e6 * statistics.median(waits))
+        mid = statistics.median(o[0] for o in own)
+        i = min(range(len(own)), key=lambda r: abs(own[r][0] - mid))      # the median round
+        work = world.allgather_obj((round(1e6 * own[i][0]), round(1e6 * own[i][1]), _cpu_now()))
         wall = 1e6 * statistics.median(walls)
         sent = sum(snap["bytes_sent"].values()) / steps
         # the same bytes all-reduced alone (MPI_Allreduce of float32, as the reducer sends)
@@ -210,11 +218,22 @@ def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
             print(f"{name}: {p} ranks x {batch} images: wall us/step {wall:.0f} "
                   f"({batch * p / wall * 1e6:,.0f} img/s); CPU us/step per rank "
                   f"{[round(t) for t in ts]}; waiting for the gradient sums, us/step per "
-                  f"rank {[round(t) for t in waits]}; per step: {calls or 'no collective'}; "
+                  f"rank {[round(t) for t in waits]}; own work (step less wait), wall / CPU "
+                  f"us and the CPU last run on, per rank {work}; "
+                  f"per step: {calls or 'no collective'}; "
                   f"{sent / 1e3:.1f} kB sent"
                   + (f"; that many bytes' MPI_Allreduce alone {1e6 * min(alone):.0f} us "
                      f"(best of {len(alone)})" if alone else ""), flush=True)
     gradsync._Pending.wait = pending_wait
+
+
+def _cpu_now() -> int:
+    """The CPU this process last ran on (Linux: /proc/self/stat's field 39; -1 elsewhere)."""
+    try:
+        with open("/proc/self/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def dmath_step(name: str, batch: int, nsteps: int):
