@@ -80,6 +80,21 @@ dp_step() {  # $1: log name. The 16-core data-parallel LeNet step (16 x 8, 4 x 3
   timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 16 --steps 30 \
       2>&1 | tee -a "$OUT/$log" | tail -6
 }
+graph_step_gpu() {  # $1: log prefix. The LeNet graph step's host time and replay kernels next
+                   # to torch's whole-step graphs (capturable; fused + capturable)
+  step "graph host time and steps, LeNet"
+  timeout 80 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 2>&1 \
+      | tee "$OUT/$1_graph_host.log" | tail -4
+  step "the kernels of a LeNet replay"
+  timeout 60 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 12 2>&1 \
+      | tee "$OUT/$1_kernels.log" | grep -E "kernels,|adam|multi_tensor" | head -12
+}
+synthetic_fm() {  # /tmp/fm.npz: random Fashion-MNIST-shaped images and labels (the lent hosts
+                  # have no copy of the data set; train.py's speeds do not depend on the pixels)
+  python3 -c "import numpy as np; r = np.random.default_rng(0); np.savez('/tmp/fm.npz', \
+x_train=r.integers(0, 256, (60000, 28, 28), dtype=np.uint8), y_train=r.integers(0, 10, 60000), \
+x_test=r.integers(0, 256, (10000, 28, 28), dtype=np.uint8), y_test=r.integers(0, 10, 10000))"
+}
 graph_checks() {  # $1 s: the captured-step worker (CUDA graphs only; the replay backend is checked
                   # on CPUs) and the NCCL-capture tests side by side, then the host time per replay
   step tests
@@ -358,10 +373,6 @@ case "${1:-tests}" in
             # graphs on synthetic data
     t0=$SECONDS
     left() { echo $((${R3W_SECONDS:-420} - SECONDS + t0)); }
-    if [ -f dbg_resident.py ]; then
-      step "debug: resident epochs, OpReplay / CUDA graphs, fused or not"
-      timeout 100 python3 dbg_resident.py 2>&1 | tee "$OUT/r3w_dbg.log" | grep -E "ring|Error"
-    fi
     step "optimizer units and the StepValues ring on CUDA"
     timeout 100 python3 -m pytest -q -x -p no:cacheprovider tests/test_train.py -k "units or accumulate" \
         2>&1 | tee "$OUT/r3w_units.log" | tail -2
@@ -370,17 +381,10 @@ case "${1:-tests}" in
     timeout 150 python3 tests/workers/train_graphs.py "$OUT/r3w_tmp" cuda \
         > "$OUT/r3w_train_graphs.log" 2>&1; echo "train_graphs rc $?"
     rm -rf "$OUT/r3w_tmp"; tail -n 3 "$OUT/r3w_train_graphs.log"
-    step "graph host time and steps, LeNet"
-    timeout 80 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 2>&1 \
-        | tee "$OUT/r3w_graph_host.log" | tail -4
-    step "the kernels of a LeNet replay"
-    timeout 60 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 12 2>&1 \
-        | tee "$OUT/r3w_kernels.log" | grep -E "kernels,|adam|multi_tensor" | head -12
+    graph_step_gpu r3w
     if [ "$(left)" -gt 60 ]; then
       step "train.py LeNet graphs vs torch's graph, synthetic data"
-      python3 -c "import numpy as np; r = np.random.default_rng(0); np.savez('/tmp/fm.npz', \
-x_train=r.integers(0, 256, (60000, 28, 28), dtype=np.uint8), y_train=r.integers(0, 10, 60000), \
-x_test=r.integers(0, 256, (10000, 28, 28), dtype=np.uint8), y_test=r.integers(0, 10, 10000))"
+      synthetic_fm
       timeout $(left) python3 benchmarks/train.py --gpu --data /tmp/fm.npz --epochs 2 --models lenet \
           --systems dmath,torch-graph --no-doc 2>&1 | tee "$OUT/r3w_train.log" | tail -4
     fi
@@ -397,12 +401,7 @@ x_test=r.integers(0, 256, (10000, 28, 28), dtype=np.uint8), y_test=r.integers(0,
     step "optimizer units and the StepValues ring on CUDA"
     timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/test_train.py -k "units or accumulate" \
         2>&1 | tee "$OUT/r3v_units.log" | tail -2
-    step "graph host time and steps, LeNet"
-    timeout 80 python3 benchmarks/graph_host.py --gpu --models lenet --steps 300 2>&1 \
-        | tee "$OUT/r3v_graph_host.log" | tail -4
-    step "the kernels of a LeNet replay"
-    timeout 60 python3 benchmarks/step_kernels.py --models lenet --replays 50 --top 12 2>&1 \
-        | tee "$OUT/r3v_kernels.log" | grep -E "kernels,|adam|multi_tensor" | head -12
+    graph_step_gpu r3v
     step "the captured-step worker on CUDA"
     mkdir -p "$OUT/r3v_tmp"
     timeout $(( $(left) > 150 ? 150 : $(left) )) python3 tests/workers/train_graphs.py "$OUT/r3v_tmp" cuda \
@@ -410,9 +409,7 @@ x_test=r.integers(0, 256, (10000, 28, 28), dtype=np.uint8), y_test=r.integers(0,
     rm -rf "$OUT/r3v_tmp"; tail -n 3 "$OUT/r3v_train_graphs.log"
     if [ "$(left)" -gt 200 ]; then
       step "eager steps (graphs off) and graphs vs torch, synthetic data, 2 epochs"
-      python3 -c "import numpy as np; r = np.random.default_rng(0); np.savez('/tmp/fm.npz', \
-x_train=r.integers(0, 256, (60000, 28, 28), dtype=np.uint8), y_train=r.integers(0, 10, 60000), \
-x_test=r.integers(0, 256, (10000, 28, 28), dtype=np.uint8), y_test=r.integers(0, 10, 10000))"
+      synthetic_fm
       timeout 150 python3 benchmarks/train.py --gpu --data /tmp/fm.npz --epochs 2 \
           --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3v_train.log" | tail -8
     fi
