@@ -58,7 +58,8 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
             LUp, pv, inf = local_lapack.lu_factor(whole_panel)         # LU_p, piv := getrf
             head[:kb] = torch.from_numpy(pv)
             head[kb] = inf
-            P.copy_(LUp[M.index(gr[lr0:] - k)])
+            # this rank's rows of LU_p (on one grid row: all of them, in order)
+            P.copy_(LUp if M.pr == 1 else LUp[M.index(gr[lr0:] - k)])
         return head, P, (ibcast(M.row, head, ck, slot=0), ibcast(M.row, P, ck, slot=1))
 
     def finish(k: int, pending):
