@@ -190,6 +190,22 @@ class BC:
         """``t`` with the entries where ``keep`` is False set to zero (in place)."""
         return t.masked_fill_(~torch.from_numpy(keep).to(t.device), 0)
 
+    def zero_above(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` (a local piece) with its entries above the global diagonal (global row <
+        global column) set to zero, in place, a local column block at a time: the rows
+        before the block's first column, then the strict upper part of the diagonal
+        block where this rank holds it (no mask of the whole piece)."""
+        gc = self.gcols()
+        for j0 in range(0, t.shape[1], self.nb):
+            c0, w = int(gc[j0]), min(self.nb, t.shape[1] - j0)
+            r = min(self.lrow(c0), t.shape[0])
+            t[:r, j0:j0 + w] = 0
+            if self.rowner(c0) == self.myr and r < t.shape[0]:
+                h = min(self.nb, t.shape[0] - r)
+                upper = torch.ones((h, w), dtype=torch.bool, device=t.device).triu_(1)
+                t[r:r + h, j0:j0 + w].masked_fill_(upper, 0)
+        return t
+
     # -- in and out ------------------------------------------------------------------------
     def darray(self, t: torch.Tensor | None = None, shape=None) -> DArray:
         """A local piece (default ``a``) of this grid and block size as a DArray."""

@@ -133,8 +133,7 @@ def cholesky(a: DArray, *, upper: bool = False, nb: int | None = None,
         return DArray(L, a.shape, a.layout.without_partial(), a.grid)
     M = to_bc(a, block_size(a, nb), overwrite=overwrite_a)
     factor(M)
-    gr, gc = M.masks()
-    M.keep(M.a, gr >= gc)
+    M.zero_above(M.a)
     if upper:
         L = M.darray()
         return L.T.redistribute(a.layout.without_partial(), a.grid) if not a.dtype.is_complex \
