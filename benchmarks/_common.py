@@ -53,6 +53,21 @@ def best_of(fn, repeat: int, warmup: int = 0) -> float:
     return best
 
 
+def timed_into(spent: dict, label: str, fn, clock=None):
+    """``fn`` wrapped to add the seconds each call takes (by ``clock``, default the wall
+    clock) to ``spent[label]``: a phase timer for the ``*_phases.py`` scripts."""
+    import time
+    clock = clock or time.perf_counter
+
+    def timed(*a, **k):
+        t0 = clock()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[label] = spent.get(label, 0.0) + clock() - t0
+    return timed
+
+
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 

@@ -21,6 +21,8 @@ import time
 import numpy as np
 import torch
 
+from _common import timed_into
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
@@ -38,13 +40,7 @@ def main() -> None:
     spent: dict[str, float] = collections.defaultdict(float)
 
     def timed(name, fn):
-        def run(*a, **k):
-            t0 = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                spent[name] += time.perf_counter() - t0
-        return run
+        return timed_into(spent, name, fn)
 
     class Waited:                           # a panel broadcast's request, its wait timed
         def __init__(self, req):

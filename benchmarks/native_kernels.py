@@ -21,19 +21,14 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _common import best_of  # noqa: E402
 
 POOLS = [(8, 16, 28, 28), (8, 32, 14, 14), (128, 16, 28, 28)]
 
 
 def best(fn, calls: int = 100, repeats: int = 5) -> float:
-    fn()
-    out = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out = min(out, (time.perf_counter() - t0) / calls)
-    return out
+    """Seconds a call of ``fn``: the fastest of ``repeats`` runs of ``calls`` calls."""
+    return best_of(lambda: [fn() for _ in range(calls)], repeats, warmup=1) / calls
 
 
 def pooling() -> None:

@@ -21,6 +21,8 @@ import time
 import numpy as np
 import torch
 
+from _common import timed_into
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -41,16 +43,8 @@ def main() -> None:
 
     def wrap(mod, name: str, label: str) -> None:
         f = getattr(mod, name, None)
-        if f is None:                           # an older dmath without this phase
-            return
-
-        def timed(*a, **k):
-            t = clock()
-            try:
-                return f(*a, **k)
-            finally:
-                spent[label] = spent.get(label, 0.0) + clock() - t
-        setattr(mod, name, timed)
+        if f is not None:                       # (an older dmath may lack the phase)
+            setattr(mod, name, timed_into(spent, label, f, clock))
 
     for mod, name, label in ((eigensolver, "symmetric_bc", "symmetrize"),
                              (tridiagonal, "reduce", "tridiagonal reduce"),
