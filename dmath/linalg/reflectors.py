@@ -141,10 +141,10 @@ class Kept:
         return M.grid.world.allreduce(out)
 
     def same_rows(self, C: BC) -> bool:
-        """Whether C's rows are distributed as M's: the same grid and block size."""
+        """Whether C's rows are distributed as M's: the same grid, block size and rows
+        (so the same grid row and local row count on every rank)."""
         M = self.M
-        return (C.grid == M.grid and C.nb == M.nb and C.pr == M.pr and C.myr == M.myr
-                and C.m == M.m and C.a.shape[0] == self.nrows)
+        return C.grid == M.grid and C.nb == M.nb and C.m == M.m
 
     def local_cols(self, i: int) -> torch.Tensor:
         """Panel i's columns on this rank's rows >= its first vector row (nrows - lrow(k +
