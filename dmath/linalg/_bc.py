@@ -80,6 +80,13 @@ def grid2(grid: Grid) -> Grid:
     return grid if grid.ndim == 2 else Grid(most_square(grid.size), comm=grid.world)
 
 
+def row_grid(grid: Grid) -> Grid:
+    """``grid`` if it is 2-D with one grid row, else the 1 x p grid over the same ranks.
+    LU factors there: each panel lies whole on one rank (no gather down a grid column
+    to factor it, no redundant getrf) and the pivots' row swaps stay local."""
+    return grid if grid.ndim == 2 and grid.shape[0] == 1 else Grid((1, grid.size), comm=grid.world)
+
+
 def block_size(a: DArray, nb: int | None) -> int:
     if nb is not None:
         if isinstance(nb, bool) or not isinstance(nb, int) or nb < 1:

@@ -29,11 +29,14 @@ from ..array import DArray
 from ..runtime.dispatch import command
 from . import local_lapack
 from ._async import ibcast
-from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
-                  vector_in, vector_out, whole)
+from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, row_grid, sub_gemm,
+                  to_bc, vector_in, vector_out, whole)
 from .kernels import solve_left_unit_lower
 from .lookahead import pipeline
 from .rowmajor_lu import swaps_to_perm
+
+
+ROW_GRID_BLOCKS = 4     # column blocks a rank from which LU factors on a 1 x p grid (``lu_bc``)
 
 
 def factor(M: BC) -> tuple[np.ndarray, int]:
@@ -101,6 +104,16 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
     return pivots, info[0]
 
 
+def lu_bc(a: DArray, nb: int | None, overwrite: bool = False) -> BC:
+    """``a`` as the block-cyclic(nb) matrix LU factors: on one grid row over a's ranks
+    (``row_grid``) when a has at least ``ROW_GRID_BLOCKS`` column blocks a rank, else on
+    a's 2-D grid (a tall, narrow a keeps its rows spread). ``overwrite``: ``a``'s own
+    piece when it is in that layout and grid already."""
+    nb = block_size(a, nb)
+    wide = -(-a.shape[1] // nb) >= ROW_GRID_BLOCKS * a.grid.size
+    return to_bc(a, nb, row_grid(a.grid) if wide else None, overwrite)
+
+
 def singular_error(info: int, what: str) -> SingularMatrixError:
     return SingularMatrixError(f"{what}: singular matrix: U[{info - 1}, {info - 1}] is exactly "
                                f"zero (LAPACK info {info})", info)
@@ -120,15 +133,16 @@ def lu(a: DArray, *, nb: int | None = None, check: bool = True,
 
     Worked on in 2-D block-cyclic(nb). An exactly zero pivot raises
     ``SingularMatrixError`` (``.info`` = LAPACK info) on every rank, unless
-    ``check=False``. ``overwrite_a``: factor a block-cyclic a (on one rank: any
-    a) in place (no copy; a's storage then holds LU, also after an error)."""
+    ``check=False``. ``overwrite_a``: a's storage may hold LU after (also after an
+    error): it does on one rank, and for a block-cyclic a on the grid ``lu_bc`` picks
+    (one grid row, for all but tall, narrow a); otherwise a is left as it was."""
     check_matrix(a, "lu")
     if one_rank(a):
         LU, piv, info = one_rank_lu(whole(a, overwrite_a), overwrite=True)
         if check and info:
             raise singular_error(info, "lu")
         return DArray(LU, a.shape, a.layout.without_partial(), a.grid), piv
-    M = to_bc(a, block_size(a, nb), overwrite=overwrite_a)
+    M = lu_bc(a, nb, overwrite_a)
     piv, info = factor(M)
     if check and info:
         raise singular_error(info, "lu")
