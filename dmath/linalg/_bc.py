@@ -80,11 +80,20 @@ def grid2(grid: Grid) -> Grid:
     return grid if grid.ndim == 2 else Grid(most_square(grid.size), comm=grid.world)
 
 
-def row_grid(grid: Grid) -> Grid:
-    """``grid`` if it is 2-D with one grid row, else the 1 x p grid over the same ranks.
-    LU factors there: each panel lies whole on one rank (no gather down a grid column
-    to factor it, no redundant getrf) and the pivots' row swaps stay local."""
-    return grid if grid.ndim == 2 and grid.shape[0] == 1 else Grid((1, grid.size), comm=grid.world)
+ROW_GRID_BLOCKS = 4     # column blocks a rank from which LU and QR factor on one grid row
+
+
+def panel_grid(a: DArray, nb: int) -> Grid:
+    """The grid LU and QR factor ``a`` (m, n) on, block-cyclic(nb): one grid row over
+    a's ranks (1 x p; a's own grid if it is one) when that leaves every rank at least
+    ``ROW_GRID_BLOCKS`` column blocks, else a's 2-D grid (``grid2``: a tall, narrow a
+    keeps its rows spread). On one grid row each panel lies whole on one rank: it is
+    not gathered down a grid column, nor factored on each of its ranks, and LU's row
+    swaps move no data between ranks."""
+    g = a.grid
+    if -(-a.shape[1] // nb) < ROW_GRID_BLOCKS * g.size:
+        return grid2(g)
+    return g if g.ndim == 2 and g.shape[0] == 1 else Grid((1, g.size), comm=g.world)
 
 
 def block_size(a: DArray, nb: int | None) -> int:

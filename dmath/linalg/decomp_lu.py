@@ -29,14 +29,11 @@ from ..array import DArray
 from ..runtime.dispatch import command
 from . import local_lapack
 from ._async import ibcast
-from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, row_grid, sub_gemm,
-                  to_bc, vector_in, vector_out, whole)
+from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, panel_grid,
+                  sub_gemm, to_bc, vector_in, vector_out, whole)
 from .kernels import solve_left_unit_lower
 from .lookahead import pipeline
 from .rowmajor_lu import swaps_to_perm
-
-
-ROW_GRID_BLOCKS = 4     # column blocks a rank from which LU factors on a 1 x p grid (``lu_bc``)
 
 
 def factor(M: BC) -> tuple[np.ndarray, int]:
@@ -105,13 +102,10 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
 
 
 def lu_bc(a: DArray, nb: int | None, overwrite: bool = False) -> BC:
-    """``a`` as the block-cyclic(nb) matrix LU factors: on one grid row over a's ranks
-    (``row_grid``) when a has at least ``ROW_GRID_BLOCKS`` column blocks a rank, else on
-    a's 2-D grid (a tall, narrow a keeps its rows spread). ``overwrite``: ``a``'s own
-    piece when it is in that layout and grid already."""
+    """``a`` as the block-cyclic matrix LU factors, on ``panel_grid``'s grid (``overwrite``:
+    ``a``'s own piece when it is in that layout and grid already)."""
     nb = block_size(a, nb)
-    wide = -(-a.shape[1] // nb) >= ROW_GRID_BLOCKS * a.grid.size
-    return to_bc(a, nb, row_grid(a.grid) if wide else None, overwrite)
+    return to_bc(a, nb, panel_grid(a, nb), overwrite)
 
 
 def singular_error(info: int, what: str) -> SingularMatrixError:
