@@ -80,20 +80,22 @@ def grid2(grid: Grid) -> Grid:
     return grid if grid.ndim == 2 else Grid(most_square(grid.size), comm=grid.world)
 
 
-ROW_GRID_BLOCKS = 4     # column blocks a rank from which LU and QR factor on one grid row
+ROW_GRID_BLOCKS = 4     # column blocks a grid column needs at least on LU's and QR's grids
 
 
 def panel_grid(a: DArray, nb: int) -> Grid:
-    """The grid LU and QR factor ``a`` (m, n) on, block-cyclic(nb): one grid row over
-    a's ranks (1 x p; a's own grid if it is one) when that leaves every rank at least
-    ``ROW_GRID_BLOCKS`` column blocks, else a's 2-D grid (``grid2``: a tall, narrow a
-    keeps its rows spread). On one grid row each panel lies whole on one rank: it is
-    not gathered down a grid column, nor factored on each of its ranks, and LU's row
-    swaps move no data between ranks."""
-    g = a.grid
-    if -(-a.shape[1] // nb) < ROW_GRID_BLOCKS * g.size:
-        return grid2(g)
-    return g if g.ndim == 2 and g.shape[0] == 1 else Grid((1, g.size), comm=g.world)
+    """The grid LU and QR factor ``a`` (m, n) on, block-cyclic(nb): over a's ranks, the
+    fewest grid rows that leave each grid column at least ``ROW_GRID_BLOCKS`` column
+    blocks (a's own grid if it has that shape). A square a gets one grid row (1 x p)
+    unless it is small for p; a tall, narrow a keeps its rows spread. The fewer grid
+    rows, the fewer ranks a panel is gathered to and factored on (on one grid row it
+    lies whole on one rank) and the less LU's row swaps move between ranks."""
+    g, p = a.grid, a.grid.size
+    cols = max(1, -(-a.shape[1] // nb) // ROW_GRID_BLOCKS)
+    pc = max(d for d in range(1, p + 1) if p % d == 0 and d <= cols)
+    if g.ndim == 2 and g.shape == (p // pc, pc):
+        return g
+    return Grid((p // pc, pc), comm=g.world)
 
 
 def block_size(a: DArray, nb: int | None) -> int:
