@@ -80,7 +80,7 @@ def grid2(grid: Grid) -> Grid:
     return grid if grid.ndim == 2 else Grid(most_square(grid.size), comm=grid.world)
 
 
-ROW_GRID_BLOCKS = 4     # column blocks a grid column needs at least on LU's and QR's grids
+ROW_GRID_BLOCKS = 2     # column blocks a grid column needs at least on LU's and QR's grids
 
 
 def panel_grid(a: DArray, nb: int) -> Grid:
