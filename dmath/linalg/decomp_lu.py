@@ -128,8 +128,9 @@ def lu(a: DArray, *, nb: int | None = None, check: bool = True,
     Worked on in 2-D block-cyclic(nb). An exactly zero pivot raises
     ``SingularMatrixError`` (``.info`` = LAPACK info) on every rank, unless
     ``check=False``. ``overwrite_a``: a's storage may hold LU after (also after an
-    error): it does on one rank, and for a block-cyclic a on the grid ``lu_bc`` picks
-    (one grid row, for all but tall, narrow a); otherwise a is left as it was."""
+    error): it does on one rank, and for a block-cyclic a on the grid LU works on
+    (``_bc.panel_grid``: one grid row unless a is tall and narrow); else a is left
+    as it was."""
     check_matrix(a, "lu")
     if one_rank(a):
         LU, piv, info = one_rank_lu(whole(a, overwrite_a), overwrite=True)

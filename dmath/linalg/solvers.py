@@ -25,8 +25,7 @@ from ..array import DArray
 from ..runtime.dispatch import command
 from . import local_lapack
 from .decomp_lu import factor as lu_factor_bc, lu_bc, one_rank_lu, permute_rows, singular_error
-from ._bc import (BC, block_size, check_matrix, one_rank, to_bc, vector_in,
-                  vector_out, whole)
+from ._bc import BC, check_matrix, one_rank, vector_in, vector_out, whole
 from .triangular import _check, solve_bc, solve_triangular
 
 
