@@ -80,24 +80,6 @@ def grid2(grid: Grid) -> Grid:
     return grid if grid.ndim == 2 else Grid(most_square(grid.size), comm=grid.world)
 
 
-GRID_COLUMN_BLOCKS = 2     # column blocks a grid column needs at least on LU's and QR's grids
-
-
-def panel_grid(a: DArray, nb: int) -> Grid:
-    """The grid LU and QR factor ``a`` (m, n) on, block-cyclic(nb): over a's ranks, the
-    fewest grid rows that leave each grid column at least ``GRID_COLUMN_BLOCKS`` column
-    blocks (a's own grid if it has that shape). A square a gets one grid row (1 x p)
-    unless it is small for p; a tall, narrow a keeps its rows spread. The fewer grid
-    rows, the fewer ranks a panel is gathered to and factored on (on one grid row it
-    lies whole on one rank) and the less LU's row swaps move between ranks."""
-    g, p = a.grid, a.grid.size
-    cols = max(1, -(-a.shape[1] // nb) // GRID_COLUMN_BLOCKS)
-    pc = max(d for d in range(1, p + 1) if p % d == 0 and d <= cols)
-    if g.ndim == 2 and g.shape == (p // pc, pc):
-        return g
-    return Grid((p // pc, pc), comm=g.world)
-
-
 def block_size(a: DArray, nb: int | None) -> int:
     if nb is not None:
         if isinstance(nb, bool) or not isinstance(nb, int) or nb < 1:

@@ -29,8 +29,8 @@ from ..array import DArray
 from ..runtime.dispatch import command
 from . import local_lapack
 from ._async import ibcast
-from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, panel_grid,
-                  sub_gemm, to_bc, vector_in, vector_out, whole)
+from ._bc import (BC, SingularMatrixError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
+                  vector_in, vector_out, whole)
 from .kernels import solve_left_unit_lower
 from .lookahead import pipeline
 from .rowmajor_lu import swaps_to_perm
@@ -101,13 +101,6 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
     return pivots, info[0]
 
 
-def lu_bc(a: DArray, nb: int | None, overwrite: bool = False) -> BC:
-    """``a`` as the block-cyclic matrix LU factors, on ``panel_grid``'s grid (``overwrite``:
-    ``a``'s own piece when it is in that layout and grid already)."""
-    nb = block_size(a, nb)
-    return to_bc(a, nb, panel_grid(a, nb), overwrite)
-
-
 def singular_error(info: int, what: str) -> SingularMatrixError:
     return SingularMatrixError(f"{what}: singular matrix: U[{info - 1}, {info - 1}] is exactly "
                                f"zero (LAPACK info {info})", info)
@@ -127,17 +120,15 @@ def lu(a: DArray, *, nb: int | None = None, check: bool = True,
 
     Worked on in 2-D block-cyclic(nb). An exactly zero pivot raises
     ``SingularMatrixError`` (``.info`` = LAPACK info) on every rank, unless
-    ``check=False``. ``overwrite_a``: a's storage may hold LU after (also after an
-    error): it does on one rank, and for a block-cyclic a on the grid LU works on
-    (``_bc.panel_grid``: one grid row unless a is tall and narrow); else a is left
-    as it was."""
+    ``check=False``. ``overwrite_a``: factor a block-cyclic a (on one rank: any
+    a) in place (no copy; a's storage then holds LU, also after an error)."""
     check_matrix(a, "lu")
     if one_rank(a):
         LU, piv, info = one_rank_lu(whole(a, overwrite_a), overwrite=True)
         if check and info:
             raise singular_error(info, "lu")
         return DArray(LU, a.shape, a.layout.without_partial(), a.grid), piv
-    M = lu_bc(a, nb, overwrite_a)
+    M = to_bc(a, block_size(a, nb), overwrite=overwrite_a)
     piv, info = factor(M)
     if check and info:
         raise singular_error(info, "lu")

@@ -35,7 +35,7 @@ from ..array import DArray, Layout
 from ..runtime.dispatch import command
 from . import local_lapack
 from ._async import ibcast
-from ._bc import BC, block_size, check_matrix, one_rank, panel_grid, sub_gemm, to_bc, whole
+from ._bc import BC, block_size, check_matrix, one_rank, sub_gemm, to_bc, whole
 from .lookahead import pipeline
 from .kernels import tall_product
 
@@ -162,9 +162,8 @@ def qr(a: DArray, mode: str = "reduced", *, algorithm: str = "auto",
     mode: 'reduced' (Q, R) or 'r' (R only). algorithm: 'householder'
     (blocked, 2-D block-cyclic(nb); Q and R in a's layout), 'tsqr' (rows
     sharded, columns whole, m >= n p; Q in a's layout, R replicated) or
-    'auto' (tsqr when it fits). ``overwrite_a``: a block-cyclic a on the grid
-    Householder works on (``_bc.panel_grid``: one grid row unless a is tall and
-    narrow) is factored in place (no copy, a is overwritten); else a is left as is."""
+    'auto' (tsqr when it fits). ``overwrite_a``: a block-cyclic a is
+    factored in place (Householder; no copy, a is overwritten)."""
     check_matrix(a, "qr")
     if mode not in ("reduced", "r"):
         raise ValueError(f"qr: mode must be 'reduced' or 'r', not {mode!r}")
@@ -181,8 +180,7 @@ def qr(a: DArray, mode: str = "reduced", *, algorithm: str = "auto",
     if algorithm == "tsqr" or (algorithm == "auto" and _tsqr_fits(a)):
         Q, R = tsqr(a)
         return R if mode == "r" else (Q, R)
-    nb = block_size(a, nb)
-    M = to_bc(a, nb, panel_grid(a, nb), overwrite_a)
+    M = to_bc(a, block_size(a, nb), overwrite=overwrite_a)
     panels = factor(M)
     K = min(M.m, M.n)
     gr, gc = M.masks(K)

@@ -24,13 +24,14 @@ import torch
 from ..array import DArray
 from ..runtime.dispatch import command
 from . import local_lapack
-from .decomp_lu import factor as lu_factor_bc, lu_bc, one_rank_lu, permute_rows, singular_error
-from ._bc import BC, check_matrix, one_rank, vector_in, vector_out, whole
+from .decomp_lu import factor as lu_factor_bc, one_rank_lu, permute_rows, singular_error
+from ._bc import (BC, block_size, check_matrix, one_rank, to_bc, vector_in,
+                  vector_out, whole)
 from .triangular import _check, solve_bc, solve_triangular
 
 
 def _factor(a: DArray, nb: int | None, what: str) -> tuple[BC, np.ndarray]:
-    M = lu_bc(a, nb)
+    M = to_bc(a, block_size(a, nb))
     piv, info = lu_factor_bc(M)
     if info:
         raise singular_error(info, what)
@@ -116,7 +117,7 @@ def slogdet(a: DArray, *, nb: int | None = None) -> tuple:
         LU, piv, _ = one_rank_lu(whole(a), overwrite=True)
         d = torch.diagonal(LU).cpu().numpy()
     else:
-        M = lu_bc(a, nb)
+        M = to_bc(a, block_size(a, nb))
         piv, _ = lu_factor_bc(M)
         d = _diagonal(M)
     swaps = int(np.count_nonzero(piv != np.arange(len(piv))))
