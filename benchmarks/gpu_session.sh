@@ -39,6 +39,8 @@
 #                                          # host time, band.symmetric before / after on 16 CPU ranks,
 #                                          # eigvalsh at 8192, AdamW on the GPU
 #   bash benchmarks/gpu_session.sh round3w  # round3v's GPU part after its fixes
+#   bash benchmarks/gpu_session.sh round3x  # the host's CPUs: factorizations on each grid shape vs
+#                                          # scipy threads, the data-parallel step by ranks x threads
 #   bash benchmarks/gpu_session.sh round3v  # fused AdamW captured and eager on CUDA (tests, host time,
 #                                          # replay kernels vs torch's graphs, eager steps), the 16-
 #                                          # and 4-rank data-parallel step, solvers on 4 ranks
@@ -366,6 +368,31 @@ case "${1:-tests}" in
     timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
         --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3o_8192.log" | tail -1
     step "done after $((SECONDS - t0)) s"
+    ;;
+  round3x)  # < 420 s, the host's CPUs only: LU / QR / Cholesky / eigh on each grid shape over the
+            # same ranks next to scipy with as many threads (4 ranks n = 4096 and 1024; 16 ranks
+            # n = 8192 and 4096), the data-parallel LeNet step by ranks x threads
+    export DMATH_DEVICE=cpu
+    G="python3 benchmarks/grid_shapes.py"
+    step "grid shapes, 4 ranks"
+    timeout 150 $G --ranks 4 --n 4096 --shapes 2x2,1x4,4x1 --routines lu,qr,cholesky --scipy 2>&1 \
+        | tee "$OUT/r3x_grid4.log"
+    timeout 40 $G --ranks 4 --n 1024 --shapes 2x2,1x4,4x1 --routines lu,qr 2>&1 | tee -a "$OUT/r3x_grid4.log"
+    step "grid shapes, 16 ranks"
+    timeout 180 $G --ranks 16 --n 8192 --shapes 4x4,2x8,1x16 --routines lu,cholesky --repeats 3 --scipy \
+        2>&1 | tee "$OUT/r3x_grid16.log"
+    timeout 60 $G --ranks 16 --n 4096 --shapes 4x4,2x8,1x16 --routines lu,qr --repeats 3 2>&1 \
+        | tee -a "$OUT/r3x_grid16.log"
+    timeout 120 $G --ranks 4 --n 4096 --nb 64 --shapes 2x2,1x4 --routines eigh --repeats 2 2>&1 \
+        | tee -a "$OUT/r3x_grid4.log"
+    step "data-parallel LeNet step, 16 cores, ranks x threads"
+    local_cli='import sys; from dmath.cli import main; sys.exit(main(sys.argv[1:]))'
+    for rt in "16 1 8" "8 2 16" "4 4 32"; do set -- $rt
+      timeout 60 python3 -c "$local_cli" run -n $1 benchmarks/train_overhead.py --models lenet \
+          --data-parallel --batch $3 --threads $2 --rounds 3 --steps 20 2>&1 | tee -a "$OUT/r3x_dp.log" | tail -1
+    done
+    timeout 60 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 16 --steps 30 \
+        2>&1 | tee -a "$OUT/r3x_dp.log" | tail -6
     ;;
   round3w)  # < 420 s: round3v's GPU part again after its fixes: the CUDA optimizer units and
             # StepValues ring, the captured-step worker, the LeNet graph step's host time and

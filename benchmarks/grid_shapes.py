@@ -3,6 +3,7 @@ chooses for LU and QR (one grid row for square matrices) against the others.
 
     python benchmarks/grid_shapes.py --ranks 4 --n 2048                 # 2 x 2, 1 x 4, 4 x 1
     python benchmarks/grid_shapes.py --ranks 16 --n 8192 --shapes 4x4,2x8,1x16 --routines lu
+    python benchmarks/grid_shapes.py --ranks 4 --n 4096 --scipy     # + scipy with 4 threads
 
 Each routine factors the same float64 matrix (random; Cholesky's made diagonally
 dominant, eigh's symmetric), block-cyclic(nb) on each grid, in place on a fresh copy
@@ -10,11 +11,17 @@ dominant, eigh's symmetric), block-cyclic(nb) on each grid, in place on a fresh 
 ``dmath.linalg.eigh``), the shapes alternated in order and reversed, ``--repeats``
 times each after one warm-up call; the fastest wall time counts (barriers around each
 call). Also timed (the second of two): one redistribution of the matrix from the first shape's grid to
-each other (what a routine pays to change grid). One thread a rank.
+each other (what a routine pays to change grid). One thread a rank. ``--scipy``: then
+scipy.linalg on the same matrices in this process with as many threads as ranks
+(lu_factor, qr mode "r", cholesky, eigh; a Fortran-ordered copy, untimed).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import glob
+import os
 import time
 
 import numpy as np
@@ -22,6 +29,46 @@ import numpy as np
 from _common import relaunch, spmd_dmath, under_mpi
 
 FLOPS = {"lu": 2 / 3, "qr": 4 / 3, "cholesky": 1 / 3, "eigh": 1.0}   # x n^3 ("eigh": n^3 as a yardstick)
+
+
+def matrix(routine: str, n: int, rng) -> np.ndarray:
+    """The float64 test matrix of ``routine``: random; symmetric for eigh, and diagonally
+    dominant (positive definite) for Cholesky."""
+    A = rng.standard_normal((n, n))
+    if routine in ("cholesky", "eigh"):
+        A = (A + A.T) / 2 + (2 * n * np.eye(n) if routine == "cholesky" else 0)
+    return A
+
+
+def scipy_rows(args) -> list[tuple]:
+    """scipy.linalg with ``args.ranks`` threads on the worker's matrices: (routine, ms, GF/s)."""
+    import scipy
+    import scipy.linalg as sl
+    try:
+        from threadpoolctl import threadpool_limits
+        limit = threadpool_limits(args.ranks)
+    except ImportError:                  # scipy's own OpenBLAS, as solvers.py sets it
+        lib = ctypes.CDLL(glob.glob(os.path.dirname(scipy.__file__) + ".libs/libscipy_openblas*.so")[0])
+        lib.scipy_openblas_set_num_threads(args.ranks)
+        limit = contextlib.nullcontext()
+    fns = {"lu": lambda x: sl.lu_factor(x, overwrite_a=True, check_finite=False),
+           "qr": lambda x: sl.qr(x, mode="r", overwrite_a=True, check_finite=False),
+           "cholesky": lambda x: sl.cholesky(x, lower=True, overwrite_a=True, check_finite=False),
+           "eigh": lambda x: sl.eigh(x, overwrite_a=True, check_finite=False)}
+    rng = np.random.default_rng(0)
+    rows = []
+    with limit:
+        for r in args.routines.split(","):
+            A = matrix(r, args.n, rng)
+            best = float("inf")
+            for rep in range(args.repeats + 1):
+                X = np.asfortranarray(A)
+                t = time.perf_counter()
+                fns[r](X)
+                if rep:
+                    best = min(best, time.perf_counter() - t)
+            rows.append((r, best * 1e3, FLOPS[r] * args.n ** 3 / best / 1e9))
+    return rows
 
 
 def worker(args) -> None:
@@ -37,9 +84,7 @@ def worker(args) -> None:
     rng = np.random.default_rng(0)
     rows = []
     for r in args.routines.split(","):
-        A = rng.standard_normal((n, n))
-        if r in ("cholesky", "eigh"):
-            A = (A + A.T) / 2 + (2 * n * np.eye(n) if r == "cholesky" else 0)
+        A = matrix(r, n, rng)
         D = {s: dmath.from_numpy(A, layout=dmath.block_cyclic(nb), grid=grids[s]) for s in shapes}
         best = {s: float("inf") for s in shapes}
         for rep in range(args.repeats + 1):
@@ -80,6 +125,7 @@ def main() -> None:
                     "the most-square, 1 x p and p x 1)")
     ap.add_argument("--routines", default="lu,qr,cholesky", help="of lu, qr, cholesky, eigh")
     ap.add_argument("--repeats", type=int, default=4)
+    ap.add_argument("--scipy", action="store_true", help="also scipy with as many threads")
     args = ap.parse_args()
     if under_mpi():
         worker(args)
@@ -93,7 +139,12 @@ def main() -> None:
         args.shapes = ",".join("%dx%d" % s for s in shapes)
     argv = ["--n", str(args.n), "--nb", str(args.nb), "--shapes", args.shapes,
             "--routines", args.routines, "--repeats", str(args.repeats)]
-    raise SystemExit(relaunch(__file__, args.ranks, argv))
+    rc = relaunch(__file__, args.ranks, argv)
+    if rc == 0 and args.scipy:
+        print(f"scipy.linalg, one process, {args.ranks} threads, best of {args.repeats}")
+        for r, ms, gf in scipy_rows(args):
+            print(f"{r:10} {'scipy':>6} {ms:10.1f} {gf:8.1f}")
+    raise SystemExit(rc)
 
 
 if __name__ == "__main__":
