@@ -1,5 +1,5 @@
-"""Dense factorizations on several grid shapes over the same ranks: what ``_bc.panel_grid``
-chooses for LU and QR (one grid row for square matrices) against the others.
+"""Dense factorizations on several grid shapes over the same ranks: the input's 2-D grid,
+on which LU, QR and Cholesky work, against one grid row (1 x p) and one grid column.
 
     python benchmarks/grid_shapes.py --ranks 4 --n 2048                 # 2 x 2, 1 x 4, 4 x 1
     python benchmarks/grid_shapes.py --ranks 16 --n 8192 --shapes 4x4,2x8,1x16 --routines lu
@@ -10,10 +10,10 @@ dominant, eigh's symmetric), block-cyclic(nb) on each grid, in place on a fresh 
 (the copy untimed) through the factorization itself (``decomp_*.factor``; eigh through
 ``dmath.linalg.eigh``), the shapes alternated in order and reversed, ``--repeats``
 times each after one warm-up call; the fastest wall time counts (barriers around each
-call). Also timed (the second of two): one redistribution of the matrix from the first shape's grid to
-each other (what a routine pays to change grid). One thread a rank. ``--scipy``: then
-scipy.linalg on the same matrices in this process with as many threads as ranks
-(lu_factor, qr mode "r", cholesky, eigh; a Fortran-ordered copy, untimed).
+call). Also timed (the second of two): one redistribution of the matrix from the first
+shape's grid to each other (what a routine would pay to change grid). One thread a rank.
+``--scipy``: then scipy.linalg on the same matrices in this process with as many threads
+as ranks (lu_factor, qr mode "r", cholesky, eigh; a Fortran-ordered copy, untimed).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from _common import relaunch, spmd_dmath, under_mpi
+from _common import ROOT, relaunch, spmd_dmath, under_mpi
 
 FLOPS = {"lu": 2 / 3, "qr": 4 / 3, "cholesky": 1 / 3, "eigh": 1.0}   # x n^3 ("eigh": n^3 as a yardstick)
 
@@ -132,7 +132,7 @@ def main() -> None:
         return
     if args.shapes is None:
         import sys
-        sys.path.insert(0, str(__import__("_common").ROOT))
+        sys.path.insert(0, str(ROOT))
         from dmath.runtime.grid import most_square
         p = args.ranks
         shapes = dict.fromkeys([most_square(p), (1, p), (p, 1)])
