@@ -68,6 +68,16 @@ def timed_into(spent: dict, label: str, fn, clock=None):
     return timed
 
 
+def set_scipy_threads(k: int) -> None:
+    """Make scipy's own OpenBLAS (the wheel's ``libscipy_openblas``) use ``k`` threads in
+    this process: the scipy baselines run with as many threads as dmath has ranks."""
+    import ctypes
+    import glob
+    import scipy
+    lib = ctypes.CDLL(glob.glob(os.path.dirname(scipy.__file__) + ".libs/libscipy_openblas*.so")[0])
+    lib.scipy_openblas_set_num_threads(k)
+
+
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 

@@ -44,15 +44,8 @@ def main() -> None:
 
     class Waited:                           # a panel broadcast's request, its wait timed
         def __init__(self, req):
-            self.req = req
-
-        def wait(self):
-            t0 = time.perf_counter()
-            self.req.wait()
-            spent["wait for panel"] += time.perf_counter() - t0
-
-        def test(self):
-            return self.req.test()
+            self.wait = timed("wait for panel", req.wait)
+            self.test = req.test
 
     mod = decomp_lu if args.routine == "lu" else decomp_cholesky
     ibcast = mod.ibcast

@@ -70,14 +70,16 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nvidia-smi -L
 python3 -c "import torch, mpi4py; print('torch', torch.__version__, 'mpi4py', mpi4py.__version__)"
 step() { echo "== $1 (${SECONDS}s)"; }
-dp_step() {  # $1: log name. The 16-core data-parallel LeNet step (16 x 8, 4 x 32 images) next
-             # to one torch process with 16 threads
-  local log=$1
+dp_step() {  # $1: log name, then "ranks threads images" triples (default "16 1 8" "4 1 32"):
+             # the 16-core data-parallel LeNet step (global batch 128; DP_ROUNDS rounds, default
+             # 5) next to one torch process with 16 threads
+  local log=$1; shift
+  [ $# -gt 0 ] || set -- "16 1 8" "4 1 32"
   step "data-parallel step"
   local dmath_cli='import sys; from dmath.cli import main; sys.exit(main(sys.argv[1:]))'
-  for pb in "16 8" "4 32"; do set -- $pb
-    timeout 50 python3 -c "$dmath_cli" run -n $1 benchmarks/train_overhead.py --models lenet --data-parallel \
-        --batch $2 --rounds 5 --steps 20 2>&1 | tee -a "$OUT/$log" | tail -2
+  for rtb in "$@"; do set -- $rtb
+    timeout 60 python3 -c "$dmath_cli" run -n $1 benchmarks/train_overhead.py --models lenet --data-parallel \
+        --batch $3 --threads $2 --rounds ${DP_ROUNDS:-5} --steps 20 2>&1 | tee -a "$OUT/$log" | tail -2
   done
   timeout 40 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 16 --steps 30 \
       2>&1 | tee -a "$OUT/$log" | tail -6
@@ -385,14 +387,7 @@ case "${1:-tests}" in
         | tee -a "$OUT/r3x_grid16.log"
     timeout 120 $G --ranks 4 --n 4096 --nb 64 --shapes 2x2,1x4 --routines eigh --repeats 2 2>&1 \
         | tee -a "$OUT/r3x_grid4.log"
-    step "data-parallel LeNet step, 16 cores, ranks x threads"
-    local_cli='import sys; from dmath.cli import main; sys.exit(main(sys.argv[1:]))'
-    for rt in "16 1 8" "8 2 16" "4 4 32"; do set -- $rt
-      timeout 60 python3 -c "$local_cli" run -n $1 benchmarks/train_overhead.py --models lenet \
-          --data-parallel --batch $3 --threads $2 --rounds 3 --steps 20 2>&1 | tee -a "$OUT/r3x_dp.log" | tail -1
-    done
-    timeout 60 python3 benchmarks/train_overhead.py --models lenet --batch 128 --threads 16 --steps 30 \
-        2>&1 | tee -a "$OUT/r3x_dp.log" | tail -6
+    DP_ROUNDS=3 dp_step r3x_dp.log "16 1 8" "8 2 16" "4 4 32"      # ranks x threads
     ;;
   round3w)  # < 420 s: round3v's GPU part again after its fixes: the CUDA optimizer units and
             # StepValues ring, the captured-step worker, the LeNet graph step's host time and

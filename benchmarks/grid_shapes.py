@@ -18,15 +18,11 @@ as ranks (lu_factor, qr mode "r", cholesky, eigh; a Fortran-ordered copy, untime
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
-import glob
-import os
 import time
 
 import numpy as np
 
-from _common import ROOT, relaunch, spmd_dmath, under_mpi
+from _common import ROOT, relaunch, set_scipy_threads, spmd_dmath, under_mpi
 
 FLOPS = {"lu": 2 / 3, "qr": 4 / 3, "cholesky": 1 / 3, "eigh": 1.0}   # x n^3 ("eigh": n^3 as a yardstick)
 
@@ -42,32 +38,24 @@ def matrix(routine: str, n: int, rng) -> np.ndarray:
 
 def scipy_rows(args) -> list[tuple]:
     """scipy.linalg with ``args.ranks`` threads on the worker's matrices: (routine, ms, GF/s)."""
-    import scipy
     import scipy.linalg as sl
-    try:
-        from threadpoolctl import threadpool_limits
-        limit = threadpool_limits(args.ranks)
-    except ImportError:                  # scipy's own OpenBLAS, as solvers.py sets it
-        lib = ctypes.CDLL(glob.glob(os.path.dirname(scipy.__file__) + ".libs/libscipy_openblas*.so")[0])
-        lib.scipy_openblas_set_num_threads(args.ranks)
-        limit = contextlib.nullcontext()
+    set_scipy_threads(args.ranks)
     fns = {"lu": lambda x: sl.lu_factor(x, overwrite_a=True, check_finite=False),
            "qr": lambda x: sl.qr(x, mode="r", overwrite_a=True, check_finite=False),
            "cholesky": lambda x: sl.cholesky(x, lower=True, overwrite_a=True, check_finite=False),
            "eigh": lambda x: sl.eigh(x, overwrite_a=True, check_finite=False)}
     rng = np.random.default_rng(0)
     rows = []
-    with limit:
-        for r in args.routines.split(","):
-            A = matrix(r, args.n, rng)
-            best = float("inf")
-            for rep in range(args.repeats + 1):
-                X = np.asfortranarray(A)
-                t = time.perf_counter()
-                fns[r](X)
-                if rep:
-                    best = min(best, time.perf_counter() - t)
-            rows.append((r, best * 1e3, FLOPS[r] * args.n ** 3 / best / 1e9))
+    for r in args.routines.split(","):
+        A = matrix(r, args.n, rng)
+        best = float("inf")
+        for rep in range(args.repeats + 1):
+            X = np.asfortranarray(A)
+            t = time.perf_counter()
+            fns[r](X)
+            if rep:
+                best = min(best, time.perf_counter() - t)
+        rows.append((r, best * 1e3, FLOPS[r] * args.n ** 3 / best / 1e9))
     return rows
 
 

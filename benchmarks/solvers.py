@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import write_section
+from _common import set_scipy_threads, write_section
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -179,10 +179,7 @@ def worker(args) -> None:
     sca = ScaLAPACK(*grid.shape) if (args.scalapack and p > 1) else None
     scipy_fns = None
     if args.scipy_threads:                                   # scipy alone, with that many threads
-        import glob
-        import scipy
-        lib = ctypes.CDLL(glob.glob(os.path.dirname(scipy.__file__) + ".libs/libscipy_openblas*.so")[0])
-        lib.scipy_openblas_set_num_threads(args.scipy_threads)
+        set_scipy_threads(args.scipy_threads)
     if p == 1:
         import scipy.linalg as sl
         scipy_fns = {"cholesky": lambda x: sl.cholesky(x, lower=True, overwrite_a=True, check_finite=False),
