@@ -39,6 +39,7 @@
 #                                          # host time, band.symmetric before / after on 16 CPU ranks,
 #                                          # eigvalsh at 8192, AdamW on the GPU
 #   bash benchmarks/gpu_session.sh round3w  # round3v's GPU part after its fixes
+#   bash benchmarks/gpu_session.sh round3y  # GPU training and matmul; LU / Cholesky phases, solvers on 4 CPU ranks
 #   bash benchmarks/gpu_session.sh round3x  # the host's CPUs: factorizations on each grid shape vs
 #                                          # scipy threads, the data-parallel step by ranks x threads
 #   bash benchmarks/gpu_session.sh round3v  # fused AdamW captured and eager on CUDA (tests, host time,
@@ -369,6 +370,27 @@ case "${1:-tests}" in
     step "eigvalsh, 16 ranks, n = 8192"
     timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
         --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3o_8192.log" | tail -1
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3y)  # < 560 s: training on this GPU (LeNet and ResNet: dmath with and without graphs, torch
+            # eager, torch whole-step graph; synthetic data), one bf16 matmul call vs torch, then
+            # the host's CPUs: per-phase times of LU and Cholesky on 4 ranks (n = 4096), solvers.py
+            # on 4 ranks with its whole log
+    t0=$SECONDS
+    step train; synthetic_fm
+    timeout 260 python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet --epochs 2 \
+        --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3y_train.log" | tail -10
+    step "matmul call"
+    timeout 50 python3 benchmarks/gemm_call.py --gpu 2>&1 | tee "$OUT/r3y_gemm_call.log" | tail -6
+    export DMATH_DEVICE=cpu
+    for r in lu cholesky; do
+      step "factor phases, $r, 4 ranks"
+      OMP_NUM_THREADS=1 timeout 60 mpiexec -n 4 --bind-to none python3 -m mpi4py benchmarks/factor_phases.py --routine $r \
+          --n 4096 --nb 128 --repeats 2 > "$OUT/r3y_phases_$r.log" 2>&1; tail -14 "$OUT/r3y_phases_$r.log"
+    done
+    step "solvers.py, 4 ranks"
+    timeout $((560 - SECONDS + t0)) python3 benchmarks/solvers.py --ranks 4 --n 4096 --routines lu,cholesky \
+        --no-doc > "$OUT/r3y_solvers4.log" 2>&1; echo "solvers rc $?"; tail -25 "$OUT/r3y_solvers4.log"
     step "done after $((SECONDS - t0)) s"
     ;;
   round3x)  # < 420 s, the host's CPUs only: LU / QR / Cholesky / eigh on each grid shape over the
