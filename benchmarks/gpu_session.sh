@@ -39,7 +39,8 @@
 #                                          # host time, band.symmetric before / after on 16 CPU ranks,
 #                                          # eigvalsh at 8192, AdamW on the GPU
 #   bash benchmarks/gpu_session.sh round3w  # round3v's GPU part after its fixes
-#   bash benchmarks/gpu_session.sh round3y  # GPU training and matmul; LU / Cholesky phases, solvers on 4 CPU ranks
+#   bash benchmarks/gpu_session.sh round3y  # LU / Cholesky phases and block sizes, solvers on CPU ranks;
+#                                          # GPU matmul and training
 #   bash benchmarks/gpu_session.sh round3x  # the host's CPUs: factorizations on each grid shape vs
 #                                          # scipy threads, the data-parallel step by ranks x threads
 #   bash benchmarks/gpu_session.sh round3v  # fused AdamW captured and eager on CUDA (tests, host time,
@@ -372,25 +373,34 @@ case "${1:-tests}" in
         --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3o_8192.log" | tail -1
     step "done after $((SECONDS - t0)) s"
     ;;
-  round3y)  # < 560 s: training on this GPU (LeNet and ResNet: dmath with and without graphs, torch
-            # eager, torch whole-step graph; synthetic data), one bf16 matmul call vs torch, then
-            # the host's CPUs: per-phase times of LU and Cholesky on 4 ranks (n = 4096), solvers.py
-            # on 4 ranks with its whole log
+  round3y)  # < 580 s: the host's CPUs first: per-phase times of LU and Cholesky on 4 ranks (n =
+            # 4096) and of Cholesky on 16 (n = 8192), LU / Cholesky on 16 ranks by block size,
+            # solvers.py on 4 ranks (whole log); then this GPU: training (LeNet and ResNet: dmath
+            # with and without graphs, torch eager, torch whole-step graph; synthetic data), one
+            # bf16 matmul call vs torch
     t0=$SECONDS
-    step train; synthetic_fm
-    timeout 260 python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet --epochs 2 \
-        --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3y_train.log" | tail -10
-    step "matmul call"
-    timeout 50 python3 benchmarks/gemm_call.py --gpu 2>&1 | tee "$OUT/r3y_gemm_call.log" | tail -6
+    left() { echo $((580 - SECONDS + t0)); }
     export DMATH_DEVICE=cpu
-    for r in lu cholesky; do
-      step "factor phases, $r, 4 ranks"
-      OMP_NUM_THREADS=1 timeout 60 mpiexec -n 4 --bind-to none python3 -m mpi4py benchmarks/factor_phases.py --routine $r \
-          --n 4096 --nb 128 --repeats 2 > "$OUT/r3y_phases_$r.log" 2>&1; tail -14 "$OUT/r3y_phases_$r.log"
+    phases() {  # $1 ranks, $2 routine, $3 n
+      step "factor phases, $2, $1 ranks, n = $3"
+      OMP_NUM_THREADS=1 timeout 60 mpiexec -n $1 --bind-to none python3 -m mpi4py benchmarks/factor_phases.py \
+          --routine $2 --n $3 --nb 128 --repeats 2 > "$OUT/r3y_phases_$2_$1.log" 2>&1; tail -12 "$OUT/r3y_phases_$2_$1.log"
+    }
+    phases 4 lu 4096; phases 4 cholesky 4096; phases 16 cholesky 8192
+    for nb in 64 96 128; do
+      step "16 ranks, n = 8192, nb = $nb"
+      timeout 60 python3 benchmarks/grid_shapes.py --ranks 16 --n 8192 --nb $nb --shapes 4x4 \
+          --routines cholesky,lu --repeats 2 2>&1 | tee -a "$OUT/r3y_nb16.log" | tail -4
     done
     step "solvers.py, 4 ranks"
-    timeout $((560 - SECONDS + t0)) python3 benchmarks/solvers.py --ranks 4 --n 4096 --routines lu,cholesky \
-        --no-doc > "$OUT/r3y_solvers4.log" 2>&1; echo "solvers rc $?"; tail -25 "$OUT/r3y_solvers4.log"
+    timeout 100 python3 benchmarks/solvers.py --ranks 4 --n 4096 --routines lu,cholesky --no-doc \
+        > "$OUT/r3y_solvers4.log" 2>&1; echo "solvers rc $?"; tail -25 "$OUT/r3y_solvers4.log"
+    export DMATH_DEVICE=cuda
+    step "matmul call"
+    timeout 50 python3 benchmarks/gemm_call.py --gpu 2>&1 | tee "$OUT/r3y_gemm_call.log" | tail -6
+    step train; synthetic_fm
+    timeout $(left) python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet --epochs 2 \
+        --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3y_train.log" | tail -10
     step "done after $((SECONDS - t0)) s"
     ;;
   round3x)  # < 420 s, the host's CPUs only: LU / QR / Cholesky / eigh on each grid shape over the
