@@ -28,7 +28,6 @@ check is reported by ``cols`` and agreed on by the caller.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.lapack import dstein
 
 from . import lapacke
 
@@ -104,6 +103,7 @@ class Plan:
         m, k = t - s, len(w)
         if m == 1:
             return np.ones((1, k)), True
+        from scipy.linalg.lapack import dstein     # here: scipy.linalg costs ~0.15 s to import
         d, e = self.d[s:t], self.e[s:t - 1]
         z, info = dstein(d, e, w, np.ones(m, np.int32), np.full(m, m, np.int32))
         z = z[:, :k]
