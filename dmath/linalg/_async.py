@@ -1,8 +1,9 @@
-"""Non-blocking panel broadcasts for the pipelined algorithms (SUMMA, 2.5-D).
+"""Non-blocking panel broadcasts and gathers for the pipelined algorithms (SUMMA,
+2.5-D, the factorizations' look-ahead).
 
 ``ibcast(comm, t, root)`` starts broadcasting the contiguous tensor ``t`` from
 ``root`` over ``comm`` and returns a handle whose ``wait()`` makes ``t``
-usable. By transport:
+usable; ``test()`` nudges it and says whether it has arrived. By transport:
 
 =================  ==========================================================
 CPU                mpi4py ``Ibcast`` on the group's communicator (Open MPI
@@ -14,8 +15,12 @@ CUDA, staged       device -> pinned copy on a side stream, host ``Ibcast``,
                    pinned -> device copy on the side stream on ``wait``
 =================  ==========================================================
 
-Bytes are counted in ``dmath.comm_stats`` under ``"bcast"`` exactly as the
-blocking ``Comm.bcast`` counts them.
+``iallgatherv(comm, t, counts)`` starts ``Comm.allgatherv``; its handle's
+``wait()`` returns the gathered tensor. Non-blocking (MPI ``Iallgatherv``) on
+CPU tensors; on a GPU it is the blocking ``Comm.allgatherv``, done at the call.
+
+Bytes are counted in ``dmath.comm_stats`` under ``"bcast"`` / ``"allgather"``
+exactly as the blocking ``Comm.bcast`` / ``Comm.allgatherv`` count them.
 """
 from __future__ import annotations
 
@@ -32,35 +37,45 @@ def _np(t: torch.Tensor):
 
 
 class _Done:
-    def wait(self) -> None:
-        pass
+    def __init__(self, value=None):
+        self.value = value
 
-    def test(self) -> None:
-        pass
+    def wait(self):
+        return self.value
+
+    def test(self) -> bool:
+        return True
+
+
+def ready(value) -> _Done:
+    """A handle that is done already; ``wait()`` returns ``value``."""
+    return _Done(value)
 
 
 class _MPIRequest:
-    def __init__(self, req, after=None):
-        self.req, self.after = req, after
+    """An MPI request; ``value`` (kept alive with the buffers ``keep``) is what ``wait``
+    returns."""
+    def __init__(self, req, after=None, value=None, keep=()):
+        self.req, self.after, self.value, self.keep = req, after, value, keep
 
-    def test(self) -> None:
-        if self.req is not None:
-            self.req.Test()
+    def test(self) -> bool:
+        return self.req is None or self.req.Test()
 
-    def wait(self) -> None:
+    def wait(self):
         if self.req is not None:
             self.req.Wait()
-            self.req = None
+            self.req, self.keep = None, ()
             if self.after is not None:
                 self.after()
+        return self.value
 
 
 class _Work:
     def __init__(self, work):
         self.work = work
 
-    def test(self) -> None:
-        pass
+    def test(self) -> bool:
+        return self.work.is_completed()
 
     def wait(self) -> None:
         self.work.wait()
@@ -113,3 +128,21 @@ def ibcast(comm, t: torch.Tensor, root: int, slot: int = 0):
         torch.cuda.current_stream(t.device).wait_stream(side)
     side.synchronize()  # the last upload from this pinned slot has finished
     return _MPIRequest(comm.mpi.Ibcast(_np(host), root=root), after=upload)
+
+
+def iallgatherv(comm, t: torch.Tensor, counts) -> "_Done | _MPIRequest":
+    """Start ``comm.allgatherv(t, counts)`` (every rank's flat ``t``, ``counts[i]``
+    elements from rank i, concatenated); ``wait()`` returns the result."""
+    if comm.size == 1 or t.device.type != "cpu":
+        return _Done(comm.allgatherv(t, counts))
+    nbytes = t.element_size()
+    STATS.record("allgather", t.numel() * nbytes * (comm.size - 1),
+                 (sum(counts) - t.numel()) * nbytes)
+    send = t.contiguous().view(-1)
+    out = torch.empty(sum(counts), dtype=t.dtype)
+    displs = [0]
+    for c in counts[:-1]:
+        displs.append(displs[-1] + c)
+    bufs = (_np(send), _np(out))
+    req = comm.mpi.Iallgatherv(bufs[0], [bufs[1], (list(counts), displs)])
+    return _MPIRequest(req, value=out, keep=(send, bufs))

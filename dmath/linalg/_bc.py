@@ -25,6 +25,7 @@ from ..array import DArray, Dim, Layout, numroc
 from ..array.darray import _most_elements
 from ..array.distribution import dim_map
 from ..runtime.grid import Grid, most_square
+from . import _async
 from .lapacke import openblas
 
 LinAlgError = np.linalg.LinAlgError
@@ -140,6 +141,12 @@ class BC:
         column; only the global rows ``want`` (sorted, >= g0) if given, in that order.
         ``t``: this rank's rows >= g0 (local order), any width. Each rank sends only
         the wanted rows it holds (one allgather-v down the grid column)."""
+        return self.igather_rows(t, g0, m, want).wait()
+
+    def igather_rows(self, t: torch.Tensor, g0: int, m: int | None = None,
+                     want: np.ndarray | None = None) -> "Gathering":
+        """``gather_rows`` started: its allgather-v is in flight (on CPU tensors) until
+        the handle's ``wait()``, which returns the rows. ``t`` must not change meanwhile."""
         m = self.m if m is None else m
         w = t.shape[1]
         dm = dim_map(m, self.pr, self.nb)
@@ -150,13 +157,11 @@ class BC:
             if len(mine) != t.shape[0]:
                 t = t.index_select(0, self.index(self.lpos_rows(mine) - self.lrow(g0)))
         if self.pr == 1:
-            return t.contiguous()
-        flat = self.col.allgatherv(t.contiguous(), [len(h) * w for h in held])
+            return Gathering(_async.ready(t.contiguous()), None, w)
         order = np.concatenate(held)
         dest = order - g0 if want is None else np.searchsorted(want, order)
-        out = torch.empty((len(order), w), dtype=t.dtype, device=t.device)
-        out[self.index(dest)] = flat.view(len(order), w)
-        return out
+        req = _async.iallgatherv(self.col, t.contiguous(), [len(h) * w for h in held])
+        return Gathering(req, self.index(dest), w)
 
     def move_rows(self, t: torch.Tensor, dst: np.ndarray, src: np.ndarray) -> None:
         """In place, over this grid column: local rows of ``t`` (all of this rank's
@@ -220,6 +225,25 @@ class BC:
         if like is None:
             return d
         return d.redistribute(like.layout.without_partial(), like.grid)
+
+
+class Gathering:
+    """A started ``BC.igather_rows``; ``wait()`` returns the rows (len(dest), w) in order."""
+    __slots__ = ("req", "dest", "w")
+
+    def __init__(self, req, dest: torch.Tensor | None, w: int):
+        self.req, self.dest, self.w = req, dest, w
+
+    def test(self) -> bool:
+        return self.req.test()
+
+    def wait(self) -> torch.Tensor:
+        flat = self.req.wait()
+        if self.dest is None:
+            return flat
+        out = torch.empty((len(self.dest), self.w), dtype=flat.dtype, device=flat.device)
+        out[self.dest] = flat.view(len(self.dest), self.w)
+        return out
 
 
 def to_bc(a: DArray, nb: int, grid: Grid | None = None, overwrite: bool = False) -> BC:

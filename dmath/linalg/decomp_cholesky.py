@@ -11,7 +11,9 @@ rank (rk, ck)):
 
 with depth-1 look-ahead (``lookahead.py``): panel k+1's columns are updated
 first, panel k+1 is factored and its row broadcast started, then the rest of
-A22 gets panel k's update.
+A22 gets panel k's update; between those GEMMs, once panel k+1's broadcast has
+arrived, its gather down the grid columns is started (non-blocking on CPUs), so
+both travel while the update runs.
 
 The failing column of a matrix that is not positive definite travels with
 the panel broadcasts, so every rank raises the same error at the same step.
@@ -26,6 +28,7 @@ import torch
 from ..array import DArray
 from ..runtime.dispatch import command
 from . import local_lapack
+from . import _async
 from ._async import ibcast
 from ._bc import (BC, NotPositiveDefiniteError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
                   whole)
@@ -41,14 +44,24 @@ def _not_pd(column: int) -> NotPositiveDefiniteError:
         f"{column + 1} is not positive (column {column} fails)", column)
 
 
+class _Panel:
+    """Panel k in flight: its broadcast along the grid rows (P: L21's rows, then the
+    failing column), then the gather of L21^H down the grid columns, started as soon
+    as the broadcast has arrived (between update GEMMs) so that it travels meanwhile."""
+    __slots__ = ("k", "P", "bcast", "gather")
+
+    def __init__(self, k: int, P: torch.Tensor, bcast):
+        self.k, self.P, self.bcast, self.gather = k, P, bcast, None
+
+
 def factor(M: BC) -> None:
     """In place: the lower triangle of ``M.a`` becomes L (the upper part is left as is).
     Panels pipelined with depth-1 look-ahead (``lookahead.pipeline``)."""
     a, nb, n = M.a, M.nb, M.n
     gc = M.gcols()
-    inflight = [None]       # the panel broadcast in flight: tested between update GEMMs
+    inflight: list[_Panel | None] = [None]     # nudged between update GEMMs
 
-    def start(k: int):
+    def start(k: int) -> _Panel:
         """Factor panel k on its grid column, start its broadcast along the grid rows."""
         kb = min(nb, n - k)
         rk, ck = M.rowner(k), M.cowner(k)
@@ -75,20 +88,40 @@ def factor(M: BC) -> None:
                     solve_right_lower_t(L11, a[lr1:, lc0:lc1])        # L21 := A21 L11^-H
                 P[:-1].view(mrest, kb).copy_(a[lr1:, lc0:lc1])
             P[-1] = bad
-        inflight[0] = ibcast(M.row, P, ck)                            # L21[r,*]
-        return P, inflight[0]
+        inflight[0] = _Panel(k, P, ibcast(M.row, P, ck))               # L21[r,*]
+        return inflight[0]
 
-    def finish(k: int, pending):
-        P, req = pending
-        req.wait()
-        kb = min(nb, n - k)
-        bad = int(P[-1].real.item())
+    def rows(p: _Panel) -> torch.Tensor:
+        kb = min(nb, n - p.k)
+        return p.P[:-1].view(a.shape[0] - M.lrow(p.k + kb), kb)
+
+    def start_gather(p: _Panel) -> None:
+        """Every rank of a grid column starts each panel's gather once (here or in
+        ``finish``), in panel order, also for a failed panel (raised after it)."""
+        p.bcast.wait()
+        kb = min(nb, n - p.k)
+        Lr, lc1 = rows(p), M.lcol(p.k + kb)
+        p.gather = M.igather_rows(Lr, p.k + kb, want=gc[lc1:]) if p.k + kb < n else \
+            _async.ready(Lr[:0])                                       # L21^H[*,c]
+
+    def nudge() -> None:
+        p = inflight[0]
+        if p is not None:
+            if p.gather is None:
+                if p.bcast.test():
+                    start_gather(p)
+            else:
+                p.gather.test()           # Open MPI moves a collective inside MPI calls
+
+    def finish(k: int, p: _Panel):
+        if p.gather is None:
+            start_gather(p)
+        Lc = p.gather.wait()
+        inflight[0] = None
+        bad = int(p.P[-1].real.item())
         if bad:
             raise _not_pd(k + bad - 1)
-        lr1, lc1 = M.lrow(k + kb), M.lcol(k + kb)
-        Lr = P[:-1].view(a.shape[0] - lr1, kb)
-        Lc = M.gather_rows(Lr, k + kb, want=gc[lc1:]) if k + kb < n else Lr[:0]  # L21^H[*,c]
-        return Lr, Lc
+        return rows(p), Lc
 
     def update(k: int, state, nxt: bool) -> None:
         """A22[r,c] -= L21[r,*] L21^H[*,c], lower part, on the next panel's local
@@ -102,8 +135,7 @@ def factor(M: BC) -> None:
             rs = M.lrow(int(gc[j]))
             if rs < a.shape[0]:
                 sub_gemm(a[rs:, j:j + w], Lr[rs - lr1:], Lc[j - lc1: j - lc1 + w].mH)
-            if inflight[0] is not None:
-                inflight[0].test()              # Open MPI moves a broadcast inside MPI calls
+            nudge()
             j += w
 
     pipeline(range(0, n, nb), start, finish, update)
