@@ -5,7 +5,8 @@
 
 Wraps what ``decomp_lu.factor`` / ``decomp_cholesky.factor`` call in timers: the
 trailing GEMMs (``sub_gemm``), the panel's LAPACK (getrf / potrf), the triangular
-solves, the row swaps (LU), the panel's gather down the grid column, and each
+solves, the row swaps (LU; started and waited for), the gathers down the grid column
+(started and waited for), and each
 rank's wait for a panel broadcast. It runs the factorization once to warm up, then
 ``--repeats`` times (in place on a copy made outside the timing, as
 ``solvers.py`` times it), and prints each phase's milliseconds on every rank for the
@@ -51,11 +52,14 @@ def main() -> None:
     ibcast = mod.ibcast
     mod.ibcast = lambda *a, **k: Waited(ibcast(*a, **k))
     mod.sub_gemm = timed("gemm", mod.sub_gemm)
-    _bc.BC.gather_rows = timed("gather", _bc.BC.gather_rows)
+    # a gather or a row move: its start and its wait (the blocking forms call both)
+    _bc.BC.igather_rows = timed("gather", _bc.BC.igather_rows)
+    _bc.Gathering.wait = timed("gather", _bc.Gathering.wait)
     if args.routine == "lu":
         local_lapack.lu_factor = timed("getrf", local_lapack.lu_factor)
         mod.solve_left_unit_lower = timed("trsm", mod.solve_left_unit_lower)
-        _bc.BC.move_rows = timed("swaps", _bc.BC.move_rows)
+        _bc.BC.imove_rows = timed("swaps", _bc.BC.imove_rows)
+        _bc.Moving.wait = timed("swaps", _bc.Moving.wait)
     else:
         local_lapack.cholesky = timed("potrf", local_lapack.cholesky)
         mod.solve_right_lower_t = timed("trsm", mod.solve_right_lower_t)
