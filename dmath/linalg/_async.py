@@ -15,14 +15,12 @@ CUDA, staged       device -> pinned copy on a side stream, host ``Ibcast``,
                    pinned -> device copy on the side stream on ``wait``
 =================  ==========================================================
 
-``iallgatherv(comm, t, counts)`` / ``ialltoallv(comm, t, send_counts,
-recv_counts)`` start ``Comm.allgatherv`` / ``Comm.alltoallv``; the handle's
-``wait()`` returns the result. Non-blocking (MPI ``Iallgatherv`` /
-``Ialltoallv``) on CPU tensors; on a GPU they are the blocking collectives, done
-at the call.
+``iallgatherv(comm, t, counts)`` starts ``Comm.allgatherv``; its handle's
+``wait()`` returns the gathered tensor. Non-blocking (MPI ``Iallgatherv``) on
+CPU tensors; on a GPU it is the blocking ``Comm.allgatherv``, done at the call.
 
-Bytes are counted in ``dmath.comm_stats`` exactly as the blocking collectives
-count them.
+Bytes are counted in ``dmath.comm_stats`` under ``"bcast"`` / ``"allgather"``
+exactly as the blocking ``Comm.bcast`` / ``Comm.allgatherv`` count them.
 """
 from __future__ import annotations
 
@@ -142,28 +140,9 @@ def iallgatherv(comm, t: torch.Tensor, counts) -> "_Done | _MPIRequest":
                  (sum(counts) - t.numel()) * nbytes)
     send = t.contiguous().view(-1)
     out = torch.empty(sum(counts), dtype=t.dtype)
-    bufs = (_np(send), _np(out))
-    req = comm.mpi.Iallgatherv(bufs[0], [bufs[1], (list(counts), _displs(counts))])
-    return _MPIRequest(req, value=out, keep=(send, bufs))
-
-
-def ialltoallv(comm, t: torch.Tensor, send_counts, recv_counts) -> "_Done | _MPIRequest":
-    """Start ``comm.alltoallv(t, send_counts, recv_counts)``; ``wait()`` returns it."""
-    if comm.size == 1 or t.device.type != "cpu":
-        return _Done(comm.alltoallv(t, send_counts, recv_counts))
-    item, me = t.element_size(), comm.rank
-    STATS.record("alltoall", (sum(send_counts) - send_counts[me]) * item,
-                 (sum(recv_counts) - recv_counts[me]) * item)
-    send = t.contiguous().view(-1)
-    out = torch.empty(sum(recv_counts), dtype=t.dtype)
-    bufs = (_np(send), _np(out))
-    req = comm.mpi.Ialltoallv([bufs[0], (list(send_counts), _displs(send_counts))],
-                              [bufs[1], (list(recv_counts), _displs(recv_counts))])
-    return _MPIRequest(req, value=out, keep=(send, bufs))
-
-
-def _displs(counts) -> list[int]:
-    out = [0]
+    displs = [0]
     for c in counts[:-1]:
-        out.append(out[-1] + c)
-    return out
+        displs.append(displs[-1] + c)
+    bufs = (_np(send), _np(out))
+    req = comm.mpi.Iallgatherv(bufs[0], [bufs[1], (list(counts), displs)])
+    return _MPIRequest(req, value=out, keep=(send, bufs))

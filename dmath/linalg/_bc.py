@@ -167,15 +167,9 @@ class BC:
         """In place, over this grid column: local rows of ``t`` (all of this rank's
         rows) take ``t[dst] := old t[src]`` for global row indices ``dst``/``src``
         (one all-to-all-v over the column; every rank passes the same lists)."""
-        self.imove_rows(t, dst, src).wait()
-
-    def imove_rows(self, t: torch.Tensor, dst: np.ndarray, src: np.ndarray) -> "Moving":
-        """``move_rows`` started: the rows leaving are copied out now, the all-to-all-v is
-        in flight (on CPU tensors) until the handle's ``wait()`` writes the rows arriving.
-        Meanwhile nothing may read or write t's rows ``dst``."""
+        if not len(dst):
+            return
         w = t.shape[1]
-        if not len(dst) or not w:
-            return Moving(_async.ready(None), None, t)
         sown, down = (src // self.nb) % self.pr, (dst // self.nb) % self.pr
         me = self.myr
         send_idx, send_counts, recv_idx, recv_counts = [], [], [], []
@@ -189,9 +183,9 @@ class BC:
         send_rows = self.lpos_rows(np.concatenate(send_idx))
         recv_rows = self.lpos_rows(np.concatenate(recv_idx))
         send = t.index_select(0, self.index(send_rows))
-        req = _async.ialltoallv(self.col, send, send_counts, recv_counts) if self.pr > 1 \
-            else _async.ready(send)
-        return Moving(req, self.index(recv_rows) if len(recv_rows) else None, t)
+        got = self.col.alltoallv(send, send_counts, recv_counts) if self.pr > 1 else send
+        if len(recv_rows):
+            t[self.index(recv_rows)] = got.view(len(recv_rows), w)
 
     def masks(self, m: int | None = None, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(global rows[:, None], global cols[None, :]) of the local piece."""
@@ -250,23 +244,6 @@ class Gathering:
         out = torch.empty((len(self.dest), self.w), dtype=flat.dtype, device=flat.device)
         out[self.dest] = flat.view(len(self.dest), self.w)
         return out
-
-
-class Moving:
-    """A started ``BC.imove_rows``; ``wait()`` writes the arriving rows into ``t``."""
-    __slots__ = ("req", "rows", "t")
-
-    def __init__(self, req, rows: torch.Tensor | None, t: torch.Tensor):
-        self.req, self.rows, self.t = req, rows, t
-
-    def test(self) -> bool:
-        return self.req.test()
-
-    def wait(self) -> None:
-        got = self.req.wait()
-        if self.rows is not None:
-            self.t[self.rows] = got.view(len(self.rows), self.t.shape[1])
-            self.rows = None
 
 
 def to_bc(a: DArray, nb: int, grid: Grid | None = None, overwrite: bool = False) -> BC:

@@ -6,9 +6,7 @@ by grid row rk):
     A[k:, panel][*,ck]  := allgather down grid column ck     (rows >= k, global order)
     LU_p, piv           := getrf(A[k:, panel])               redundantly on column ck
     piv, LU_p[r,*]      := bcast along grid rows             (pivots; this rank's rows)
-    A[rows swapped, :]  := the pivots' row swaps             all-to-all-v down grid columns: right
-                                                              of the panel at once, left of it
-                                                              in flight until the next panel
+    A[rows swapped, :]  := the pivots' row swaps             one all-to-all-v per grid column
     U12[rk,c]           := L11^-1 A12                         trsm on grid row rk
     U12[*,c]            := bcast down grid columns
     A22[r,c]           -= L21[r,*] U12[*,c]                   one local GEMM
@@ -47,7 +45,6 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
     gr = M.grows()
     pivots = np.empty(K, np.int64)
     info = [0]
-    inflight = [None]       # the last panel's row swaps left of it, in flight
 
     def start(k: int):
         """Gather and factor panel k on its grid column; start its broadcast along rows."""
@@ -66,8 +63,7 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
         return head, P, (ibcast(M.row, head, ck, slot=0), ibcast(M.row, P, ck, slot=1))
 
     def finish(k: int, pending):
-        """Pivots, row swaps (right of the panel; left of it started), U12 := L11^-1 A12
-        and its broadcast."""
+        """Pivots, row swaps (every column), U12 := L11^-1 A12 and its broadcast."""
         head, P, reqs = pending
         for r in reqs:
             r.wait()                                                   # LU_p[r,*]
@@ -80,13 +76,9 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
             info[0] = k + int(head[kb])
         perm = swaps_to_perm(pv, m - k)
         moved = np.flatnonzero(perm != np.arange(m - k))
-        dst, src = moved + k, perm[moved] + k
-        if inflight[0] is not None:
-            inflight[0].wait()
-        M.move_rows(a[:, lc1:], dst, src)                              # the row swaps: right of
-        inflight[0] = M.imove_rows(a[:, :lc0], dst, src)               # the panel now, left of it
-        if M.myc == ck:                                                # during the update
-            a[lr0:, lc0:lc1] = P                                       # (the panel: swapped in P)
+        M.move_rows(a, moved + k, perm[moved] + k)                    # the row swaps, every column
+        if M.myc == ck:
+            a[lr0:, lc0:lc1] = P
         U = torch.empty((kb, a.shape[1] - lc1), dtype=a.dtype, device=a.device)
         if U.numel():
             if M.myr == rk:                                            # U12 := L11^-1 A12
@@ -104,12 +96,8 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
         j0, j1 = (lc1, lc2) if nxt else (lc2, a.shape[1])
         if lr1 < a.shape[0] and j1 > j0:
             sub_gemm(a[lr1:, j0:j1], L21, U[:, j0 - lc1: j1 - lc1])
-        if inflight[0] is not None:
-            inflight[0].test()                 # MPI moves the swaps in flight inside its calls
 
     pipeline(range(0, K, nb), start, finish, update)
-    if inflight[0] is not None:
-        inflight[0].wait()
     return pivots, info[0]
 
 
