@@ -5,9 +5,9 @@
 
 Wraps what ``decomp_lu.factor`` / ``decomp_cholesky.factor`` call in timers: the
 trailing GEMMs (``sub_gemm``), the panel's LAPACK (getrf / potrf), the triangular
-solves, the row swaps (LU; started and waited for), the gathers down the grid column
-(started and waited for), and each
-rank's wait for a panel broadcast. It runs the factorization once to warm up, then
+solves, the row swaps (LU), the gathers down the grid column (started and waited
+for), and each rank's wait for a panel broadcast. It runs the factorization once to
+warm up, then
 ``--repeats`` times (in place on a copy made outside the timing, as
 ``solvers.py`` times it), and prints each phase's milliseconds on every rank for the
 fastest run. "other" is what is left of the total: copies, index arithmetic and
@@ -58,8 +58,7 @@ def main() -> None:
     if args.routine == "lu":
         local_lapack.lu_factor = timed("getrf", local_lapack.lu_factor)
         mod.solve_left_unit_lower = timed("trsm", mod.solve_left_unit_lower)
-        _bc.BC.imove_rows = timed("swaps", _bc.BC.imove_rows)
-        _bc.Moving.wait = timed("swaps", _bc.Moving.wait)
+        _bc.BC.move_rows = timed("swaps", _bc.BC.move_rows)
     else:
         local_lapack.cholesky = timed("potrf", local_lapack.cholesky)
         mod.solve_right_lower_t = timed("trsm", mod.solve_right_lower_t)
