@@ -39,6 +39,7 @@
 #                                          # host time, band.symmetric before / after on 16 CPU ranks,
 #                                          # eigvalsh at 8192, AdamW on the GPU
 #   bash benchmarks/gpu_session.sh round3w  # round3v's GPU part after its fixes
+#   bash benchmarks/gpu_session.sh round3z  # solver tests on CUDA, GPU training
 #   bash benchmarks/gpu_session.sh round3y  # LU / Cholesky phases and block sizes, solvers on CPU ranks;
 #                                          # GPU matmul and training
 #   bash benchmarks/gpu_session.sh round3x  # the host's CPUs: factorizations on each grid shape vs
@@ -371,6 +372,18 @@ case "${1:-tests}" in
     step "eigvalsh, 16 ranks, n = 8192"
     timeout $(left) python3 benchmarks/solvers.py --spectral --ranks 16 --sizes 8192 \
         --nb 64 --repeats 0 --no-doc --no-single --routines eigvalsh 2>&1 | tee "$OUT/r3o_8192.log" | tail -1
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3z)  # < 330 s: the solver and look-ahead tests on CUDA (1-4 ranks sharing the GPU: Cholesky's
+            # gather started during the update, on the staged transport), then training on this GPU
+            # (LeNet and ResNet: dmath with and without graphs, torch eager, torch whole-step graph)
+    t0=$SECONDS
+    step "solver tests on CUDA"
+    timeout 170 python3 -m pytest -q -p no:cacheprovider tests/test_solvers.py tests/test_lookahead.py \
+        > "$OUT/r3z_tests.log" 2>&1; tail -3 "$OUT/r3z_tests.log"
+    step train; synthetic_fm
+    timeout $((330 - SECONDS + t0)) python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet \
+        --epochs 2 --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3z_train.log" | tail -4
     step "done after $((SECONDS - t0)) s"
     ;;
   round3y)  # < 580 s: the host's CPUs first: per-phase times of LU and Cholesky on 4 ranks (n =
