@@ -27,8 +27,7 @@ import torch
 
 from ..array import DArray
 from ..runtime.dispatch import command
-from . import local_lapack
-from . import _async
+from . import _async, local_lapack
 from ._async import ibcast
 from ._bc import (BC, NotPositiveDefiniteError, block_size, check_matrix, one_rank, sub_gemm, to_bc,
                   whole)
