@@ -87,12 +87,12 @@ class _Raw:
     """The hand-written MPI call for the same bytes, on buffers packed beforehand."""
 
     def __init__(self, kind, comm, send_counts, recv_counts, np_dtype):
-        from dmath.runtime.transport import _displs
+        from dmath.runtime.transport import displs
         self.kind, self.comm = kind, comm
         self.send = np.ones(sum(send_counts), np_dtype)
         self.recv = np.empty(sum(recv_counts), np_dtype)
-        self.sspec = [self.send, (list(send_counts), _displs(send_counts))]
-        self.rspec = [self.recv, (list(recv_counts), _displs(recv_counts))]
+        self.sspec = [self.send, (list(send_counts), displs(send_counts))]
+        self.rspec = [self.recv, (list(recv_counts), displs(recv_counts))]
 
     def __call__(self):
         if self.kind == "alltoallv":

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from ..runtime import STATS
-from ..runtime.transport import PINNED
+from ..runtime.transport import PINNED, displs
 
 _MOVE_AS = {torch.bfloat16: torch.int16, torch.float16: torch.int16}
 
@@ -140,9 +140,6 @@ def iallgatherv(comm, t: torch.Tensor, counts) -> "_Done | _MPIRequest":
                  (sum(counts) - t.numel()) * nbytes)
     send = t.contiguous().view(-1)
     out = torch.empty(sum(counts), dtype=t.dtype)
-    displs = [0]
-    for c in counts[:-1]:
-        displs.append(displs[-1] + c)
     bufs = (_np(send), _np(out))
-    req = comm.mpi.Iallgatherv(bufs[0], [bufs[1], (list(counts), displs)])
+    req = comm.mpi.Iallgatherv(bufs[0], [bufs[1], (list(counts), displs(counts))])
     return _MPIRequest(req, value=out, keep=(send, bufs))

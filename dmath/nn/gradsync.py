@@ -44,6 +44,7 @@ from ..array.distribution import dim_map
 from ..runtime import STATS, dispatch
 from ..runtime.dispatch import command, register_handle_type
 from ..runtime.mpi import MPI
+from ..runtime.transport import displs
 
 MODES = ("allreduce", "reduce_scatter")
 _HALF = (torch.float16, torch.bfloat16)
@@ -54,12 +55,6 @@ def _np(t: torch.Tensor):
     return t.view(_AS_INT.get(t.dtype, t.dtype)).numpy()
 
 
-def _displs(counts):
-    out, s = [], 0
-    for c in counts:
-        out.append(s)
-        s += c
-    return out
 
 
 @dataclass
@@ -118,8 +113,8 @@ def _ialltoall(comm, flat: torch.Tensor, send: list[int], recv: list[int]) -> _P
         STATS.record("ialltoall", (sum(send) - send[comm.rank]) * size,
                      (sum(recv) - recv[comm.rank]) * size)
         out = flat.new_empty(sum(recv))
-        req = comm.mpi.Ialltoallv([_np(flat), (send, _displs(send))],
-                                  [_np(out), (recv, _displs(recv))])
+        req = comm.mpi.Ialltoallv([_np(flat), (send, displs(send))],
+                                  [_np(out), (recv, displs(recv))])
         return _Pending(out, req, send=flat)
     return _Pending(comm.alltoallv(flat, send, recv))
 

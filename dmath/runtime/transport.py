@@ -53,7 +53,8 @@ def _raw(t: torch.Tensor):
     return [MPI.memory.fromaddress(t.data_ptr(), n * t.element_size()), n, mt]
 
 
-def _displs(counts: Sequence[int]) -> list[int]:
+def displs(counts: Sequence[int]) -> list[int]:
+    """Offsets of consecutive blocks of ``counts`` elements (MPI's displacements)."""
     return np.concatenate([[0], np.cumsum(counts[:-1])]).astype(int).tolist() if counts else []
 
 
@@ -162,13 +163,13 @@ class HostMPI(Transport):
 
     def allgatherv(self, t, counts):
         out = self._empty(sum(counts), t)
-        self.mpi.Allgatherv(self._buf(t), [self._buf(out), (list(counts), _displs(counts))])
+        self.mpi.Allgatherv(self._buf(t), [self._buf(out), (list(counts), displs(counts))])
         return out
 
     def alltoallv(self, t, send_counts, recv_counts):
         out = self._empty(sum(recv_counts), t)
-        self.mpi.Alltoallv([self._buf(t), (list(send_counts), _displs(send_counts))],
-                           [self._buf(out), (list(recv_counts), _displs(recv_counts))])
+        self.mpi.Alltoallv([self._buf(t), (list(send_counts), displs(send_counts))],
+                           [self._buf(out), (list(recv_counts), displs(recv_counts))])
         return out
 
     def alltoall_regions(self, send: Sequence, recv: Sequence) -> None:
@@ -234,14 +235,14 @@ class HostMPI(Transport):
         return t
 
     def scatterv(self, t, counts, root, out):
-        send = [self._buf(t), (list(counts), _displs(counts))] if self.mpi.Get_rank() == root else None
+        send = [self._buf(t), (list(counts), displs(counts))] if self.mpi.Get_rank() == root else None
         self.mpi.Scatterv(send, self._buf(out), root=root)
         return out
 
     def gatherv(self, t, counts, root):
         if self.mpi.Get_rank() == root:
             out = self._empty(sum(counts), t)
-            self.mpi.Gatherv(self._buf(t), [self._buf(out), (list(counts), _displs(counts))], root=root)
+            self.mpi.Gatherv(self._buf(t), [self._buf(out), (list(counts), displs(counts))], root=root)
             return out
         self.mpi.Gatherv(self._buf(t), None, root=root)
         return None
