@@ -7,8 +7,7 @@ Wraps what ``decomp_lu.factor`` / ``decomp_cholesky.factor`` call in timers: the
 trailing GEMMs (``sub_gemm``), the panel's LAPACK (getrf / potrf), the triangular
 solves, the row swaps (LU), the gathers down the grid column (started and waited
 for), and each rank's wait for a panel broadcast. It runs the factorization once to
-warm up, then
-``--repeats`` times (in place on a copy made outside the timing, as
+warm up, then ``--repeats`` times (in place on a copy made outside the timing, as
 ``solvers.py`` times it), and prints each phase's milliseconds on every rank for the
 fastest run. "other" is what is left of the total: copies, index arithmetic and
 Python. float64, block-cyclic ``--nb``, the most-square grid, one thread a rank.
@@ -52,7 +51,7 @@ def main() -> None:
     ibcast = mod.ibcast
     mod.ibcast = lambda *a, **k: Waited(ibcast(*a, **k))
     mod.sub_gemm = timed("gemm", mod.sub_gemm)
-    # a gather or a row move: its start and its wait (the blocking forms call both)
+    # a gather: its start and its wait (the blocking gather_rows calls both)
     _bc.BC.igather_rows = timed("gather", _bc.BC.igather_rows)
     _bc.Gathering.wait = timed("gather", _bc.Gathering.wait)
     if args.routine == "lu":
