@@ -166,8 +166,9 @@ class BC:
     def move_rows(self, t: torch.Tensor, dst: np.ndarray, src: np.ndarray) -> None:
         """In place, over this grid column: local rows of ``t`` (all of this rank's
         rows) take ``t[dst] := old t[src]`` for global row indices ``dst``/``src``
-        (one all-to-all-v over the column; every rank passes the same lists)."""
-        if not len(dst):
+        (one all-to-all-v over the column; every rank passes the same lists, and the
+        same width of ``t``: none when it is 0)."""
+        if not len(dst) or not t.shape[1]:
             return
         w = t.shape[1]
         sown, down = (src // self.nb) % self.pr, (dst // self.nb) % self.pr

@@ -6,14 +6,16 @@ by grid row rk):
     A[k:, panel][*,ck]  := allgather down grid column ck     (rows >= k, global order)
     LU_p, piv           := getrf(A[k:, panel])               redundantly on column ck
     piv, LU_p[r,*]      := bcast along grid rows             (pivots; this rank's rows)
-    A[rows swapped, :]  := the pivots' row swaps             one all-to-all-v per grid column
+    A[rows swapped, :]  := the pivots' row swaps             all-to-all-v down grid columns
     U12[rk,c]           := L11^-1 A12                         trsm on grid row rk
     U12[*,c]            := bcast down grid columns
     A22[r,c]           -= L21[r,*] U12[*,c]                   one local GEMM
 
-with depth-1 look-ahead (``lookahead.py``): panel k+1's columns get the
-update first, panel k+1 is gathered, factored and its broadcast started, then
-the rest of A22 is updated.
+with depth-1 look-ahead (``lookahead.py``): panel k+1's columns get the swaps,
+their U12 and the update first, panel k+1 is gathered, factored and its
+broadcast started, then the rest of A gets the swaps, U12 and the update. So
+the chain from panel to panel carries the swaps and U12 of one panel's columns,
+not of all of A's.
 
 The panel factorization is LAPACK's on the gathered panel, so the pivot
 search over the column ranks is exact (NaN-safe as LAPACK is). A zero pivot
@@ -62,40 +64,57 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
             P.copy_(LUp if M.pr == 1 else LUp[M.index(gr[lr0:] - k)])
         return head, P, (ibcast(M.row, head, ck, slot=0), ibcast(M.row, P, ck, slot=1))
 
+    def swaps_and_u12(k: int, P: torch.Tensor, dst: np.ndarray, src: np.ndarray, j0: int,
+                      j1: int) -> torch.Tensor:
+        """On local columns j0:j1 (right of the panel): the row swaps, U12 := L11^-1 A12 on
+        grid row rk, and U12's broadcast down the grid columns; U12 (kb, j1 - j0)."""
+        kb = min(nb, K - k)
+        rk, lr0, lr1 = M.rowner(k), M.lrow(k), M.lrow(k + kb)
+        M.move_rows(a[:, j0:j1], dst, src)
+        U = torch.empty((kb, j1 - j0), dtype=a.dtype, device=a.device)
+        if U.numel():
+            if M.myr == rk:                                            # U12 := L11^-1 A12
+                A12 = a[lr0:lr1, j0:j1]
+                solve_left_unit_lower(P[:kb], A12)
+                U.copy_(A12)
+            M.col.bcast(U, rk)                                         # U12[*,c]
+        return U
+
     def finish(k: int, pending):
-        """Pivots, row swaps (every column), U12 := L11^-1 A12 and its broadcast."""
+        """Pivots; on the next panel's columns only: the row swaps, U12 and its broadcast
+        (the rest waits for ``update(k, rest)``, after the next panel has started)."""
         head, P, reqs = pending
         for r in reqs:
             r.wait()                                                   # LU_p[r,*]
         kb = min(nb, K - k)
-        rk, ck = M.rowner(k), M.cowner(k)
-        lr0, lr1, lc0, lc1 = M.lrow(k), M.lrow(k + kb), M.lcol(k), M.lcol(k + kb)
+        ck = M.cowner(k)
+        lr0, lc0, lc1 = M.lrow(k), M.lcol(k), M.lcol(k + kb)
+        lc2 = M.lcol(min(k + kb + nb, K))
         pv = head[:kb].numpy()
         pivots[k:k + kb] = pv + k
         if head[kb] and not info[0]:
             info[0] = k + int(head[kb])
         perm = swaps_to_perm(pv, m - k)
         moved = np.flatnonzero(perm != np.arange(m - k))
-        M.move_rows(a, moved + k, perm[moved] + k)                    # the row swaps, every column
+        dst, src = moved + k, perm[moved] + k
         if M.myc == ck:
-            a[lr0:, lc0:lc1] = P
-        U = torch.empty((kb, a.shape[1] - lc1), dtype=a.dtype, device=a.device)
-        if U.numel():
-            if M.myr == rk:                                            # U12 := L11^-1 A12
-                A12 = a[lr0:lr1, lc1:]
-                solve_left_unit_lower(P[:kb], A12)
-                U.copy_(A12)
-            M.col.bcast(U, rk)                                         # U12[*,c]
-        return P[lr1 - lr0:], U
+            a[lr0:, lc0:lc1] = P                                       # the panel, swapped in P
+        U = swaps_and_u12(k, P, dst, src, lc1, lc2)
+        return P, dst, src, U
 
     def update(k: int, state, nxt: bool) -> None:
-        """A22 -= L21 U12 on the next panel's local columns (``nxt``) or the others."""
-        L21, U = state
+        """A22 -= L21 U12 on the next panel's local columns (``nxt``) or, after the row
+        swaps left and right of those and the rest of U12, on the others."""
+        P, dst, src, U = state
         kb = min(nb, K - k)
-        lr1, lc1, lc2 = M.lrow(k + kb), M.lcol(k + kb), M.lcol(min(k + kb + nb, K))
+        lr0, lr1, lc0 = M.lrow(k), M.lrow(k + kb), M.lcol(k)
+        lc1, lc2 = M.lcol(k + kb), M.lcol(min(k + kb + nb, K))
+        if not nxt:
+            M.move_rows(a[:, :lc0], dst, src)                          # the row swaps left of
+            U = swaps_and_u12(k, P, dst, src, lc2, a.shape[1])         # the panel, and right
         j0, j1 = (lc1, lc2) if nxt else (lc2, a.shape[1])
         if lr1 < a.shape[0] and j1 > j0:
-            sub_gemm(a[lr1:, j0:j1], L21, U[:, j0 - lc1: j1 - lc1])
+            sub_gemm(a[lr1:, j0:j1], P[lr1 - lr0:], U)
 
     pipeline(range(0, K, nb), start, finish, update)
     return pivots, info[0]
