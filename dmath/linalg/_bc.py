@@ -17,6 +17,7 @@ every rank raises the same one.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -163,14 +164,17 @@ class BC:
         req = _async.iallgatherv(self.col, t.contiguous(), [len(h) * w for h in held])
         return Gathering(req, self.index(dest), w)
 
-    def move_rows(self, t: torch.Tensor, dst: np.ndarray, src: np.ndarray) -> None:
+    def move_rows(self, t: torch.Tensor | Sequence[torch.Tensor], dst: np.ndarray,
+                  src: np.ndarray) -> None:
         """In place, over this grid column: local rows of ``t`` (all of this rank's
-        rows) take ``t[dst] := old t[src]`` for global row indices ``dst``/``src``
-        (one all-to-all-v over the column; every rank passes the same lists, and the
-        same width of ``t``: none when it is 0)."""
-        if not len(dst) or not t.shape[1]:
+        rows; or of each of several column pieces of them, moved together) take
+        ``t[dst] := old t[src]`` for global row indices ``dst``/``src`` (one
+        all-to-all-v over the column; every rank passes the same lists, and the
+        same widths: none when they add to 0)."""
+        ts = [x for x in ([t] if isinstance(t, torch.Tensor) else t) if x.shape[1]]
+        if not len(dst) or not ts:
             return
-        w = t.shape[1]
+        w = sum(x.shape[1] for x in ts)
         sown, down = (src // self.nb) % self.pr, (dst // self.nb) % self.pr
         me = self.myr
         send_idx, send_counts, recv_idx, recv_counts = [], [], [], []
@@ -181,12 +185,17 @@ class BC:
             r = (sown == q) & (down == me)
             recv_idx.append(dst[r])
             recv_counts.append(int(r.sum()) * w)
-        send_rows = self.lpos_rows(np.concatenate(send_idx))
-        recv_rows = self.lpos_rows(np.concatenate(recv_idx))
-        send = t.index_select(0, self.index(send_rows))
+        send_rows = self.index(self.lpos_rows(np.concatenate(send_idx)))
+        recv_rows = self.index(self.lpos_rows(np.concatenate(recv_idx)))
+        send = torch.cat([x.index_select(0, send_rows) for x in ts], 1) if len(ts) > 1 \
+            else ts[0].index_select(0, send_rows)
         got = self.col.alltoallv(send, send_counts, recv_counts) if self.pr > 1 else send
         if len(recv_rows):
-            t[self.index(recv_rows)] = got.view(len(recv_rows), w)
+            got = got.view(len(recv_rows), w)
+            j = 0
+            for x in ts:
+                x[recv_rows] = got[:, j:j + x.shape[1]]
+                j += x.shape[1]
 
     def masks(self, m: int | None = None, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(global rows[:, None], global cols[None, :]) of the local piece."""

@@ -65,12 +65,13 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
         return head, P, (ibcast(M.row, head, ck, slot=0), ibcast(M.row, P, ck, slot=1))
 
     def swaps_and_u12(k: int, P: torch.Tensor, dst: np.ndarray, src: np.ndarray, j0: int,
-                      j1: int) -> torch.Tensor:
+                      j1: int, left: int = 0) -> torch.Tensor:
         """On local columns j0:j1 (right of the panel): the row swaps, U12 := L11^-1 A12 on
-        grid row rk, and U12's broadcast down the grid columns; U12 (kb, j1 - j0)."""
+        grid row rk, and U12's broadcast down the grid columns; U12 (kb, j1 - j0). The
+        local columns :left get the row swaps too, in the same all-to-all."""
         kb = min(nb, K - k)
         rk, lr0, lr1 = M.rowner(k), M.lrow(k), M.lrow(k + kb)
-        M.move_rows(a[:, j0:j1], dst, src)
+        M.move_rows([a[:, :left], a[:, j0:j1]], dst, src)
         U = torch.empty((kb, j1 - j0), dtype=a.dtype, device=a.device)
         if U.numel():
             if M.myr == rk:                                            # U12 := L11^-1 A12
@@ -109,9 +110,8 @@ def factor(M: BC) -> tuple[np.ndarray, int]:
         kb = min(nb, K - k)
         lr0, lr1, lc0 = M.lrow(k), M.lrow(k + kb), M.lcol(k)
         lc1, lc2 = M.lcol(k + kb), M.lcol(min(k + kb + nb, K))
-        if not nxt:
-            M.move_rows(a[:, :lc0], dst, src)                          # the row swaps left of
-            U = swaps_and_u12(k, P, dst, src, lc2, a.shape[1])         # the panel, and right
+        if not nxt:                                                    # the row swaps left of
+            U = swaps_and_u12(k, P, dst, src, lc2, a.shape[1], left=lc0)   # the panel and right
         j0, j1 = (lc1, lc2) if nxt else (lc2, a.shape[1])
         if lr1 < a.shape[0] and j1 > j0:
             sub_gemm(a[lr1:, j0:j1], P[lr1 - lr0:], U)
