@@ -44,37 +44,11 @@ from ..array.distribution import dim_map
 from ..runtime import STATS, dispatch
 from ..runtime.dispatch import command, register_handle_type
 from ..runtime.mpi import MPI
-from ..runtime.transport import displs
+from ..runtime.pending import Pending
+from ..runtime.transport import displs, mpi_buffer
 
 MODES = ("allreduce", "reduce_scatter")
 _HALF = (torch.float16, torch.bfloat16)
-_AS_INT = {torch.bfloat16: torch.int16, torch.float16: torch.int16}
-
-
-def _np(t: torch.Tensor):
-    return t.view(_AS_INT.get(t.dtype, t.dtype)).numpy()
-
-
-
-
-@dataclass
-class _Pending:
-    """One started collective: ``wait()`` returns its result tensor."""
-
-    out: torch.Tensor
-    req: object = None          # MPI request or torch Work (None: already done)
-    then: object = None         # finishing step after the wait
-    send: torch.Tensor | None = None   # kept alive until the request completes
-
-    def test(self) -> None:
-        if isinstance(self.req, MPI.Request):
-            self.req.Test()
-
-    def wait(self) -> torch.Tensor:
-        if self.req is not None:
-            self.req.wait() if not isinstance(self.req, MPI.Request) else self.req.Wait()
-            self.req = self.send = None
-        return self.out if self.then is None else self.then(self.out)
 
 
 def _nccl(comm):
@@ -82,41 +56,42 @@ def _nccl(comm):
     return tr if getattr(tr, "name", "") == "nccl" else None
 
 
-def _iallreduce(comm, flat: torch.Tensor) -> _Pending:
+def _iallreduce(comm, flat: torch.Tensor) -> Pending:
     nbytes = flat.numel() * flat.element_size()
     if flat.device.type == "cpu":
         STATS.record("iallreduce", nbytes, nbytes)
         out = torch.empty_like(flat)
-        return _Pending(out, comm.mpi.Iallreduce(_np(flat), _np(out), op=MPI.SUM), send=flat)
+        req = comm.mpi.Iallreduce(mpi_buffer(flat), mpi_buffer(out), op=MPI.SUM)
+        return Pending(out, req, keep=(flat,))
     if _nccl(comm) is not None:
         import torch.distributed as dist
         STATS.record("iallreduce", nbytes, nbytes)
         out = flat.clone()
-        return _Pending(out, dist.all_reduce(out, group=_nccl(comm).group, async_op=True))
-    return _Pending(comm.allreduce(flat))
+        return Pending(out, dist.all_reduce(out, group=_nccl(comm).group, async_op=True))
+    return Pending(comm.allreduce(flat))
 
 
-def _ireduce_scatter(comm, flat: torch.Tensor, counts: list[int]) -> _Pending:
+def _ireduce_scatter(comm, flat: torch.Tensor, counts: list[int]) -> Pending:
     mine = counts[comm.rank]
     nbytes = (flat.numel() - mine) * flat.element_size()
     if flat.device.type == "cpu":
         STATS.record("ireduce_scatter", nbytes, nbytes)
         out = flat.new_empty(mine)
-        return _Pending(out, comm.mpi.Ireduce_scatter(_np(flat), _np(out), list(counts),
-                                                      op=MPI.SUM), send=flat)
-    return _Pending(comm.reduce_scatterv(flat, counts))
+        req = comm.mpi.Ireduce_scatter(mpi_buffer(flat), mpi_buffer(out), list(counts), op=MPI.SUM)
+        return Pending(out, req, keep=(flat,))
+    return Pending(comm.reduce_scatterv(flat, counts))
 
 
-def _ialltoall(comm, flat: torch.Tensor, send: list[int], recv: list[int]) -> _Pending:
+def _ialltoall(comm, flat: torch.Tensor, send: list[int], recv: list[int]) -> Pending:
     size = flat.element_size()
     if flat.device.type == "cpu":
         STATS.record("ialltoall", (sum(send) - send[comm.rank]) * size,
                      (sum(recv) - recv[comm.rank]) * size)
         out = flat.new_empty(sum(recv))
-        req = comm.mpi.Ialltoallv([_np(flat), (send, displs(send))],
-                                  [_np(out), (recv, displs(recv))])
-        return _Pending(out, req, send=flat)
-    return _Pending(comm.alltoallv(flat, send, recv))
+        req = comm.mpi.Ialltoallv([mpi_buffer(flat), (send, displs(send))],
+                                  [mpi_buffer(out), (recv, displs(recv))])
+        return Pending(out, req, keep=(flat,))
+    return Pending(comm.alltoallv(flat, send, recv))
 
 
 @dataclass
@@ -128,7 +103,7 @@ class _Bucket:
     items: list = field(default_factory=list)   # (index, DArray)
     nbytes: int = 0
     counts: list = field(default_factory=list)  # elements per destination rank
-    pending: _Pending | None = None
+    pending: Pending | None = None
     wire: object = None                 # the wire format this bucket travels in
 
 

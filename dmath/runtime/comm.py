@@ -140,6 +140,19 @@ class Comm:
         STATS.record("alltoall", (sum(send_counts) - send_counts[self.rank]) * itemsize,
                      (sum(recv_counts) - recv_counts[self.rank]) * itemsize)
 
+    def count_allgather(self, t: torch.Tensor, counts: Sequence[int]) -> None:
+        """Record an all-gather of ``t`` (``counts`` elements from each rank); also for
+        the non-blocking one of ``linalg/_async``."""
+        nbytes = t.element_size()
+        STATS.record("allgather", t.numel() * nbytes * (self.size - 1),
+                     (sum(counts) - t.numel()) * nbytes)
+
+    def count_bcast(self, t: torch.Tensor, root: int) -> None:
+        """Record a broadcast of ``t`` from ``root``; also for the non-blocking one."""
+        nbytes = t.numel() * t.element_size()
+        STATS.record("bcast", nbytes * (self.size - 1) if self.rank == root else 0,
+                     0 if self.rank == root else nbytes)
+
     @staticmethod
     def _flat(t: torch.Tensor) -> torch.Tensor:
         return t.contiguous().view(-1)
@@ -181,9 +194,7 @@ class Comm:
                              displs: Sequence[int]) -> torch.Tensor:
         """``allgatherv`` of contiguous CPU ``t`` into the flat CPU ``out`` (rank i's
         ``counts[i]`` elements at ``displs[i]``); returns ``out``."""
-        nbytes = t.element_size()
-        STATS.record("allgather", t.numel() * nbytes * (self.size - 1),
-                     (sum(counts) - t.numel()) * nbytes)
+        self.count_allgather(t, counts)
         if self.size == 1:
             return out.copy_(t.view(-1))
         self.host.allgatherv_into(t, out, counts, displs)
@@ -191,9 +202,7 @@ class Comm:
 
     def allgatherv(self, t: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
         """Concatenate every rank's flat ``t`` (``counts[i]`` elements from rank i)."""
-        nbytes = t.element_size()
-        STATS.record("allgather", t.numel() * nbytes * (self.size - 1),
-                     (sum(counts) - t.numel()) * nbytes)
+        self.count_allgather(t, counts)
         if self.size == 1:
             return self._flat(t).clone()
         return self._transport(t).allgatherv(self._flat(t), counts)
@@ -257,9 +266,7 @@ class Comm:
 
     def bcast(self, t: torch.Tensor, root: int = 0) -> torch.Tensor:
         """Broadcast ``t`` (contiguous) from ``root`` in place; returns ``t``."""
-        nbytes = t.numel() * t.element_size()
-        STATS.record("bcast", nbytes * (self.size - 1) if self.rank == root else 0,
-                     0 if self.rank == root else nbytes)
+        self.count_bcast(t, root)
         if self.size == 1:
             return t
         assert t.is_contiguous()

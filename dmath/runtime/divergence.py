@@ -45,8 +45,8 @@ __all__ = ["DivergenceError", "start", "stop", "describe_here"]
 _PROBE, _STATUS, _ABORT = 0x5d01, 0x5d02, 0x5d03
 # Python files whose frames mean "waiting for other ranks" when innermost.
 _WAITING = ("runtime/comm.py", "runtime/transport.py", "runtime/outcome.py",
-            "runtime/headroom.py", "runtime/divergence.py", "linalg/_async.py",
-            "runtime/shm.py", "mpi4py", "torch/distributed")
+            "runtime/headroom.py", "runtime/divergence.py", "runtime/pending.py",
+            "linalg/_async.py", "runtime/shm.py", "mpi4py", "torch/distributed")
 
 
 class DivergenceError(ValueError, RuntimeError):

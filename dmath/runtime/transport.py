@@ -32,8 +32,9 @@ _P2P_TAG = 0x7E60           # ``exchange``'s messages (one per peer and call)
 _MOVE_AS = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.bool: torch.uint8}
 
 
-def _np(t: torch.Tensor) -> np.ndarray:
-    """Zero-copy numpy view of a contiguous CPU tensor (half types as int16)."""
+def mpi_buffer(t: torch.Tensor) -> np.ndarray:
+    """Zero-copy numpy view of a contiguous CPU tensor, the half types as int16 and bool
+    as uint8 (moved as bytes: never reduce them so)."""
     return t.view(_MOVE_AS.get(t.dtype, t.dtype)).numpy()
 
 
@@ -45,11 +46,11 @@ _MPI_TYPES = {torch.float64: MPI.DOUBLE, torch.float32: MPI.FLOAT, torch.int64: 
 
 def _raw(t: torch.Tensor):
     """MPI buffer of a contiguous CPU tensor: its memory by address with the MPI type of
-    its dtype (a small tensor's cheapest buffer: no numpy view is made), or ``_np(t)``."""
+    its dtype (a small tensor's cheapest buffer: no numpy view is made), or ``mpi_buffer(t)``."""
     mt = _MPI_TYPES.get(t.dtype)
     n = t.numel()
     if mt is None or not n or not t.is_contiguous():
-        return _np(t)
+        return mpi_buffer(t)
     return [MPI.memory.fromaddress(t.data_ptr(), n * t.element_size()), n, mt]
 
 
@@ -115,7 +116,7 @@ class HostMPI(Transport):
         self._pids: list[int] | None | bool = False      # False: not probed yet
 
     def _buf(self, t: torch.Tensor):
-        return _np(t)
+        return mpi_buffer(t)
 
     def shared(self) -> bool:
         """Whether ``push_alltoall`` works on this group (``shm.probe``; collective
@@ -142,7 +143,7 @@ class HostMPI(Transport):
         mt = _MPI_TYPES.get(t.dtype)
         n = t.numel()
         if mt is None or not n:
-            self.mpi.Allreduce(MPI.IN_PLACE, _np(t), op=MPI.SUM)
+            self.mpi.Allreduce(MPI.IN_PLACE, mpi_buffer(t), op=MPI.SUM)
             return
         self.mpi.Allreduce(MPI.IN_PLACE, [MPI.memory.fromaddress(t.data_ptr(),
                                                                  n * t.element_size()), n, mt],
@@ -154,7 +155,7 @@ class HostMPI(Transport):
         ``counts[i]`` elements at ``displs[i]``); buffers by address (no numpy views)."""
         mt = _MPI_TYPES.get(t.dtype)
         if mt is None or not t.numel():
-            self.mpi.Allgatherv(_np(t), [_np(out), (counts, displs)])
+            self.mpi.Allgatherv(mpi_buffer(t), [mpi_buffer(out), (counts, displs)])
             return
         item = t.element_size()
         send = [MPI.memory.fromaddress(t.data_ptr(), t.numel() * item), t.numel(), mt]
