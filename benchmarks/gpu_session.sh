@@ -40,6 +40,8 @@
 #                                          # eigvalsh at 8192, AdamW on the GPU
 #   bash benchmarks/gpu_session.sh round3w  # round3v's GPU part after its fixes
 #   bash benchmarks/gpu_session.sh round3z  # solver tests on CUDA, GPU training
+#   bash benchmarks/gpu_session.sh round3aa # LU phases on 4 / 16 CPU ranks, LU and Cholesky vs scipy
+#                                          # threads on 4 and 16 ranks, solver tests on CUDA
 #   bash benchmarks/gpu_session.sh round3y  # LU / Cholesky phases and block sizes, solvers on CPU ranks;
 #                                          # GPU matmul and training
 #   bash benchmarks/gpu_session.sh round3x  # the host's CPUs: factorizations on each grid shape vs
@@ -384,6 +386,30 @@ case "${1:-tests}" in
     step train; synthetic_fm
     timeout $((330 - SECONDS + t0)) python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet \
         --epochs 2 --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3z_train.log" | tail -4
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3aa)  # < 480 s: the host's CPUs: LU's per-phase times on 4 ranks (n = 4096) and 16 (n =
+             # 8192), LU and Cholesky against scipy with as many threads on 16 ranks (n = 8192;
+             # grid_shapes.py --scipy) and on 4 (n = 4096; solvers.py); then the solver and
+             # look-ahead tests on CUDA (1-4 ranks sharing the GPU, staged transport)
+    t0=$SECONDS
+    export DMATH_DEVICE=cpu
+    for rn in "4 4096" "16 8192"; do
+      set -- $rn
+      step "factor phases, lu, $1 ranks, n = $2"
+      OMP_NUM_THREADS=1 timeout 60 mpiexec -n $1 --bind-to none python3 -m mpi4py benchmarks/factor_phases.py \
+          --routine lu --n $2 --nb 128 --repeats 2 > "$OUT/r3aa_phases_lu_$1.log" 2>&1; tail -12 "$OUT/r3aa_phases_lu_$1.log"
+    done
+    step "16 ranks, n = 8192, vs scipy 16 threads"
+    timeout 120 python3 benchmarks/grid_shapes.py --ranks 16 --n 8192 --shapes 4x4 --routines lu,cholesky \
+        --repeats 2 --scipy 2>&1 | tee "$OUT/r3aa_16.log" | tail -5
+    step "solvers.py, 4 ranks"
+    timeout 100 python3 benchmarks/solvers.py --ranks 4 --n 4096 --routines lu,cholesky --no-doc \
+        > "$OUT/r3aa_solvers4.log" 2>&1; echo "solvers rc $?"; tail -25 "$OUT/r3aa_solvers4.log"
+    export DMATH_DEVICE=cuda
+    step "solver tests on CUDA"
+    timeout $((480 - SECONDS + t0)) python3 -m pytest -q -p no:cacheprovider tests/test_solvers.py \
+        tests/test_lookahead.py > "$OUT/r3aa_tests.log" 2>&1; tail -3 "$OUT/r3aa_tests.log"
     step "done after $((SECONDS - t0)) s"
     ;;
   round3y)  # < 580 s: the host's CPUs first: per-phase times of LU and Cholesky on 4 ranks (n =
