@@ -32,10 +32,12 @@ _P2P_TAG = 0x7E60           # ``exchange``'s messages (one per peer and call)
 _MOVE_AS = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.bool: torch.uint8}
 
 
-def mpi_buffer(t: torch.Tensor) -> np.ndarray:
-    """Zero-copy numpy view of a contiguous CPU tensor, the half types as int16 and bool
-    as uint8 (moved as bytes: never reduce them so)."""
-    return t.view(_MOVE_AS.get(t.dtype, t.dtype)).numpy()
+def mpi_buffer(t: torch.Tensor):
+    """What MPI reads and writes in place for a contiguous tensor: a zero-copy numpy view
+    of a CPU tensor, the CUDA tensor itself (for an MPI that reads device memory); the
+    half types as int16 and bool as uint8 (moved as bytes: never reduce them so)."""
+    t = t.view(_MOVE_AS.get(t.dtype, t.dtype))
+    return t.numpy() if t.device.type == "cpu" else t
 
 
 _MPI_TYPES = {torch.float64: MPI.DOUBLE, torch.float32: MPI.FLOAT, torch.int64: MPI.INT64_T,
@@ -253,9 +255,6 @@ class CudaAwareMPI(HostMPI):
     """CUDA tensors passed straight to an MPI that reads device memory."""
 
     name = "cuda-aware-mpi"
-
-    def _buf(self, t: torch.Tensor):
-        return t.view(_MOVE_AS.get(t.dtype, t.dtype))
 
     def allreduce(self, t, op):
         torch.cuda.current_stream().synchronize()
