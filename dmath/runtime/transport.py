@@ -117,9 +117,6 @@ class HostMPI(Transport):
         self.mpi = comm
         self._pids: list[int] | None | bool = False      # False: not probed yet
 
-    def _buf(self, t: torch.Tensor):
-        return mpi_buffer(t)
-
     def shared(self) -> bool:
         """Whether ``push_alltoall`` works on this group (``shm.probe``; collective
         on the first call, then remembered)."""
@@ -132,7 +129,7 @@ class HostMPI(Transport):
 
     def allreduce(self, t, op):
         out = self._empty(t.numel(), t)
-        self.mpi.Allreduce(self._buf(t), self._buf(out), op=getattr(MPI, _MPI_OPS[op]))
+        self.mpi.Allreduce(mpi_buffer(t), mpi_buffer(out), op=getattr(MPI, _MPI_OPS[op]))
         return out
 
     def allreduce_(self, t: torch.Tensor, op: str) -> None:
@@ -166,13 +163,13 @@ class HostMPI(Transport):
 
     def allgatherv(self, t, counts):
         out = self._empty(sum(counts), t)
-        self.mpi.Allgatherv(self._buf(t), [self._buf(out), (list(counts), displs(counts))])
+        self.mpi.Allgatherv(mpi_buffer(t), [mpi_buffer(out), (list(counts), displs(counts))])
         return out
 
     def alltoallv(self, t, send_counts, recv_counts):
         out = self._empty(sum(recv_counts), t)
-        self.mpi.Alltoallv([self._buf(t), (list(send_counts), displs(send_counts))],
-                           [self._buf(out), (list(recv_counts), displs(recv_counts))])
+        self.mpi.Alltoallv([mpi_buffer(t), (list(send_counts), displs(send_counts))],
+                           [mpi_buffer(out), (list(recv_counts), displs(recv_counts))])
         return out
 
     def alltoall_regions(self, send: Sequence, recv: Sequence) -> None:
@@ -193,8 +190,8 @@ class HostMPI(Transport):
 
     def exchange(self, sends, recvs, dtype, device):
         out = {q: empty_like_device(n, dtype, device) for q, n in recvs.items()}
-        reqs = [self.mpi.Irecv(self._buf(b), source=q, tag=_P2P_TAG) for q, b in out.items()]
-        reqs += [self.mpi.Isend(self._buf(t), dest=q, tag=_P2P_TAG) for q, t in sends.items()]
+        reqs = [self.mpi.Irecv(mpi_buffer(b), source=q, tag=_P2P_TAG) for q, b in out.items()]
+        reqs += [self.mpi.Isend(mpi_buffer(t), dest=q, tag=_P2P_TAG) for q, t in sends.items()]
         MPI.Request.Waitall(reqs)
         return out
 
@@ -229,25 +226,25 @@ class HostMPI(Transport):
 
     def reduce_scatterv(self, t, counts, op):
         out = self._empty(counts[self.mpi.Get_rank()], t)
-        self.mpi.Reduce_scatter(self._buf(t), self._buf(out), list(counts),
+        self.mpi.Reduce_scatter(mpi_buffer(t), mpi_buffer(out), list(counts),
                                 op=getattr(MPI, _MPI_OPS[op]))
         return out
 
     def bcast(self, t, root):
-        self.mpi.Bcast(self._buf(t), root=root)
+        self.mpi.Bcast(mpi_buffer(t), root=root)
         return t
 
     def scatterv(self, t, counts, root, out):
-        send = [self._buf(t), (list(counts), displs(counts))] if self.mpi.Get_rank() == root else None
-        self.mpi.Scatterv(send, self._buf(out), root=root)
+        send = [mpi_buffer(t), (list(counts), displs(counts))] if self.mpi.Get_rank() == root else None
+        self.mpi.Scatterv(send, mpi_buffer(out), root=root)
         return out
 
     def gatherv(self, t, counts, root):
         if self.mpi.Get_rank() == root:
             out = self._empty(sum(counts), t)
-            self.mpi.Gatherv(self._buf(t), [self._buf(out), (list(counts), displs(counts))], root=root)
+            self.mpi.Gatherv(mpi_buffer(t), [mpi_buffer(out), (list(counts), displs(counts))], root=root)
             return out
-        self.mpi.Gatherv(self._buf(t), None, root=root)
+        self.mpi.Gatherv(mpi_buffer(t), None, root=root)
         return None
 
 
