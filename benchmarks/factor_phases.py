@@ -42,18 +42,18 @@ def main() -> None:
     def timed(name, fn):
         return timed_into(spent, name, fn)
 
-    class Waited:                           # a panel broadcast's request, its wait timed
-        def __init__(self, req):
-            self.wait = timed("wait for panel", req.wait)
+    class Waited:                           # a started collective, its wait timed as `name`
+        def __init__(self, req, name):
+            self.wait = timed(name, req.wait)
             self.test = req.test
 
     mod = decomp_lu if args.routine == "lu" else decomp_cholesky
     ibcast = mod.ibcast
-    mod.ibcast = lambda *a, **k: Waited(ibcast(*a, **k))
+    mod.ibcast = lambda *a, **k: Waited(ibcast(*a, **k), "wait for panel")
     mod.sub_gemm = timed("gemm", mod.sub_gemm)
     # a gather: its start and its wait (the blocking gather_rows calls both)
-    _bc.BC.igather_rows = timed("gather", _bc.BC.igather_rows)
-    _bc.Gathering.wait = timed("gather", _bc.Gathering.wait)
+    igather = timed("gather", _bc.BC.igather_rows)
+    _bc.BC.igather_rows = lambda *a, **k: Waited(igather(*a, **k), "gather")
     if args.routine == "lu":
         local_lapack.lu_factor = timed("getrf", local_lapack.lu_factor)
         mod.solve_left_unit_lower = timed("trsm", mod.solve_left_unit_lower)

@@ -81,14 +81,15 @@ def ibcast(comm, t: torch.Tensor, root: int, slot: int = 0):
     return Pending(req=comm.mpi.Ibcast(mpi_buffer(host), root=root), then=upload)
 
 
-def iallgatherv(comm, t: torch.Tensor, counts) -> Pending:
+def iallgatherv(comm, t: torch.Tensor, counts, then=None) -> Pending:
     """Start ``comm.allgatherv(t, counts)`` (every rank's flat ``t``, ``counts[i]``
-    elements from rank i, concatenated); ``wait()`` returns the result."""
+    elements from rank i, concatenated); ``wait()`` returns the result (mapped by
+    ``then`` if given)."""
     if comm.size == 1 or t.device.type != "cpu":
-        return Pending(comm.allgatherv(t, counts))
+        return Pending(comm.allgatherv(t, counts), then=then)
     comm.count_allgather(t, counts)
     send = t.contiguous().view(-1)
     out = torch.empty(sum(counts), dtype=t.dtype)
     bufs = (mpi_buffer(send), mpi_buffer(out))
     req = comm.mpi.Iallgatherv(bufs[0], [bufs[1], (list(counts), displs(counts))])
-    return Pending(out, req, keep=(send, bufs))
+    return Pending(out, req, then, keep=(send, bufs))

@@ -26,6 +26,7 @@ from ..array import DArray, Dim, Layout, numroc
 from ..array.darray import _most_elements
 from ..array.distribution import dim_map
 from ..runtime.grid import Grid, most_square
+from ..runtime.pending import Pending
 from . import _async
 from .lapacke import openblas
 
@@ -145,7 +146,7 @@ class BC:
         return self.igather_rows(t, g0, m, want).wait()
 
     def igather_rows(self, t: torch.Tensor, g0: int, m: int | None = None,
-                     want: np.ndarray | None = None) -> "Gathering":
+                     want: np.ndarray | None = None) -> Pending:
         """``gather_rows`` started: its allgather-v is in flight (on CPU tensors) until
         the handle's ``wait()``, which returns the rows. ``t`` must not change meanwhile."""
         m = self.m if m is None else m
@@ -158,11 +159,15 @@ class BC:
             if len(mine) != t.shape[0]:
                 t = t.index_select(0, self.index(self.lpos_rows(mine) - self.lrow(g0)))
         if self.pr == 1:
-            return Gathering(_async.ready(t.contiguous()), None, w)
+            return _async.ready(t.contiguous())
         order = np.concatenate(held)
-        dest = order - g0 if want is None else np.searchsorted(want, order)
-        req = _async.iallgatherv(self.col, t.contiguous(), [len(h) * w for h in held])
-        return Gathering(req, self.index(dest), w)
+        dest = self.index(order - g0 if want is None else np.searchsorted(want, order))
+
+        def in_order(flat: torch.Tensor) -> torch.Tensor:
+            out = torch.empty((len(dest), w), dtype=flat.dtype, device=flat.device)
+            out[dest] = flat.view(len(dest), w)
+            return out
+        return _async.iallgatherv(self.col, t.contiguous(), [len(h) * w for h in held], in_order)
 
     def move_rows(self, t: torch.Tensor | Sequence[torch.Tensor], dst: np.ndarray,
                   src: np.ndarray) -> None:
@@ -235,25 +240,6 @@ class BC:
         if like is None:
             return d
         return d.redistribute(like.layout.without_partial(), like.grid)
-
-
-class Gathering:
-    """A started ``BC.igather_rows``; ``wait()`` returns the rows (len(dest), w) in order."""
-    __slots__ = ("req", "dest", "w")
-
-    def __init__(self, req, dest: torch.Tensor | None, w: int):
-        self.req, self.dest, self.w = req, dest, w
-
-    def test(self) -> bool:
-        return self.req.test()
-
-    def wait(self) -> torch.Tensor:
-        flat = self.req.wait()
-        if self.dest is None:
-            return flat
-        out = torch.empty((len(self.dest), self.w), dtype=flat.dtype, device=flat.device)
-        out[self.dest] = flat.view(len(self.dest), self.w)
-        return out
 
 
 def to_bc(a: DArray, nb: int, grid: Grid | None = None, overwrite: bool = False) -> BC:
