@@ -40,6 +40,7 @@
 #                                          # eigvalsh at 8192, AdamW on the GPU
 #   bash benchmarks/gpu_session.sh round3w  # round3v's GPU part after its fixes
 #   bash benchmarks/gpu_session.sh round3z  # solver tests on CUDA, GPU training
+#   bash benchmarks/gpu_session.sh round3ab # GPU training, one matmul call, solvers vs torch.linalg
 #   bash benchmarks/gpu_session.sh round3aa # LU phases on 4 / 16 CPU ranks, LU and Cholesky vs scipy
 #                                          # threads on 4 and 16 ranks, solver tests on CUDA
 #   bash benchmarks/gpu_session.sh round3y  # LU / Cholesky phases and block sizes, solvers on CPU ranks;
@@ -386,6 +387,21 @@ case "${1:-tests}" in
     step train; synthetic_fm
     timeout $((330 - SECONDS + t0)) python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet \
         --epochs 2 --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3z_train.log" | tail -4
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3ab)  # < R3AB_SECONDS (default 420) s, the GPU only: training (LeNet and ResNet: dmath
+             # with and without graphs, torch eager, torch whole-step graph), one bf16 matmul
+             # call vs torch, the solvers (cholesky, lu, qr, eigh, svd) vs torch.linalg:
+             # issue 17's and 19's GPU rows
+    t0=$SECONDS
+    step train; synthetic_fm
+    timeout 240 python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet \
+        --epochs 2 --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3ab_train.log" | tail -6
+    step "one matmul call"
+    timeout 60 python3 benchmarks/gemm_call.py --gpu 2>&1 | tee "$OUT/r3ab_gemm_call.log" | tail -8
+    step "solvers on the GPU"
+    timeout $((${R3AB_SECONDS:-420} - SECONDS + t0)) python3 benchmarks/solvers.py --gpu --n 4096 --spectral-n 2048 \
+        --repeats 2 --no-doc 2>&1 | tee "$OUT/r3ab_solvers.log" | tail -14
     step "done after $((SECONDS - t0)) s"
     ;;
   round3aa)  # < 480 s: the host's CPUs: LU's per-phase times on 4 ranks (n = 4096) and 16 (n =
