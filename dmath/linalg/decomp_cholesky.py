@@ -7,8 +7,7 @@ rank (rk, ck)):
     L21[r,ck]     := A21 L11^-H                 trsm on grid column ck
     L21[r,*]      := bcast along grid rows      (rows of L21 this rank's rows need)
     L21^H[*,c]    := allgather down grid columns (only the rows of L21 this rank's columns need)
-    A22[r,c]      -= L21[r,*] L21^H[*,c]        lower part only (a staircase of GEMMs per
-                                                 group of local block columns)
+    A22[r,c]      -= L21[r,*] L21^H[*,c]        lower part only, one GEMM per local block column
 
 with depth-1 look-ahead (``lookahead.py``): panel k+1's columns are updated
 first, panel k+1 is factored and its row broadcast started, then the rest of
@@ -125,25 +124,16 @@ def factor(M: BC) -> None:
 
     def update(k: int, state, nxt: bool) -> None:
         """A22[r,c] -= L21[r,*] L21^H[*,c], lower part, on the next panel's local
-        columns (``nxt``) or the others, in groups of GROUP local columns."""
+        columns (``nxt``) or the others; column groups start at their diagonal."""
         Lr, Lc = state
         kb = min(nb, n - k)
         lr1, lc1, lc2 = M.lrow(k + kb), M.lcol(k + kb), M.lcol(min(k + kb + nb, n))
         j, stop = (lc1, lc2) if nxt else (lc2, a.shape[1])
         while j < stop:
             w = min(max(GROUP // nb, 1) * nb, stop - j)
-            # one GEMM below the diagonal of the group's last block, for all w columns;
-            # above it a staircase: the rows below block b's diagonal and above block
-            # b+1's take the columns up to b's end (no product above a block's diagonal
-            # but the upper half of its diagonal block)
-            starts = range(j, j + w, nb)
-            below = M.lrow(int(gc[starts[-1]]))
-            if below < a.shape[0]:
-                sub_gemm(a[below:, j:j + w], Lr[below - lr1:], Lc[j - lc1: j - lc1 + w].mH)
-            for b in starts[:-1]:
-                r0, r1 = M.lrow(int(gc[b])), min(M.lrow(int(gc[b + nb])), a.shape[0])
-                if r0 < r1:
-                    sub_gemm(a[r0:r1, j:b + nb], Lr[r0 - lr1:r1 - lr1], Lc[j - lc1:b + nb - lc1].mH)
+            rs = M.lrow(int(gc[j]))
+            if rs < a.shape[0]:
+                sub_gemm(a[rs:, j:j + w], Lr[rs - lr1:], Lc[j - lc1: j - lc1 + w].mH)
             nudge()
             j += w
 
