@@ -5,9 +5,9 @@
 
 On one rank a matmul is the local kernel plus dmath's per-call work (plan
 lookup, result array): this times both back to back, many calls per timing
-(the calls queue on the GPU as a user's loop would), best of ``--repeat``,
-and prints GFLOP/s and dmath/torch (1.0: no overhead; target >= 0.95 for
-bf16 128x8192x8192).
+(the calls queue on the GPU as a user's loop would), best of ``--repeat``
+timings taken in turn with torch's, and prints GFLOP/s and dmath/torch (1.0: no
+overhead; target >= 0.95 for bf16 128x8192x8192).
 """
 from __future__ import annotations
 
@@ -24,17 +24,21 @@ import dmath  # noqa: E402
 SHAPES = [(128, 8192, 8192), (1024, 8192, 8192), (8192, 8192, 8192), (64, 1024, 1024)]
 
 
-def best(fn, calls: int, repeat: int, sync) -> float:
-    for _ in range(3):
-        fn()
-    sync()
-    out = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(calls):
+def best(fns, calls: int, repeat: int, sync) -> list[float]:
+    """Best seconds per call of each of ``fns``, their timings interleaved (a GPU that
+    clocks down under a long run of large GEMMs slows each alike, not the one timed last)."""
+    for fn in fns:
+        for _ in range(3):
             fn()
-        sync()
-        out = min(out, (time.perf_counter() - t0) / calls)
+    sync()
+    out = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            out[i] = min(out[i], (time.perf_counter() - t0) / calls)
     return out
 
 
@@ -55,8 +59,8 @@ def main() -> None:
         A = dmath.random.normal((m, k), seed=1, dtype=dtype)
         B = dmath.random.normal((k, n), seed=2, dtype=dtype)
         a, b = A.local, B.local
-        t_torch = best(lambda: torch.matmul(a, b), args.calls, args.repeat, sync)
-        t_dmath = best(lambda: dmath.matmul(A, B), args.calls, args.repeat, sync)
+        t_torch, t_dmath = best([lambda: torch.matmul(a, b), lambda: dmath.matmul(A, B)],
+                                args.calls, args.repeat, sync)
         fl = 2 * m * k * n
         print(f"| {m} x {k} x {n} | {dtype} | {fl / t_torch / 1e9:.0f} | "
               f"{fl / t_dmath / 1e9:.0f} | {t_torch / t_dmath:.3f} |", flush=True)
