@@ -160,20 +160,21 @@ def cpu_time_table(models: list, batch: int, rounds: int, steps: int) -> None:
 def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
     """The ``--data-parallel`` figures (SPMD, every rank runs this)."""
     import dmath
-    from dmath.nn import gradsync
+    from dmath.runtime.pending import Pending
     world = dmath.runtime.context().world
     p = world.size
     waited = [0.0, 0.0]                # wall, CPU
-    pending_wait = gradsync._Pending.wait
+    pending_wait = Pending.wait
 
-    def timed_wait(self):              # the step's wait for its gradient sums
+    def timed_wait(self):              # the step's wait for its gradient sums (the
+                                       # only started collectives a training step waits for)
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             return pending_wait(self)
         finally:
             waited[0] += time.perf_counter() - t0
             waited[1] += time.process_time() - c0
-    gradsync._Pending.wait = timed_wait
+    Pending.wait = timed_wait
     for name in models:
         step = dmath_step(name, batch * p, (rounds + 3) * steps + 20)
         for _ in range(10):
@@ -224,7 +225,7 @@ def data_parallel(models: list, batch: int, rounds: int, steps: int) -> None:
                   f"{sent / 1e3:.1f} kB sent"
                   + (f"; that many bytes' MPI_Allreduce alone {1e6 * min(alone):.0f} us "
                      f"(best of {len(alone)})" if alone else ""), flush=True)
-    gradsync._Pending.wait = pending_wait
+    Pending.wait = pending_wait
 
 
 def _cpu_now() -> int:
