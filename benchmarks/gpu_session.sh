@@ -40,6 +40,8 @@
 #                                          # eigvalsh at 8192, AdamW on the GPU
 #   bash benchmarks/gpu_session.sh round3w  # round3v's GPU part after its fixes
 #   bash benchmarks/gpu_session.sh round3z  # solver tests on CUDA, GPU training
+#   bash benchmarks/gpu_session.sh eager    # the eager step's host time on the GPU (train_overhead.py
+#                                          # --gpu --profile: dmath vs torch, where dmath's time goes)
 #   bash benchmarks/gpu_session.sh round3ab # GPU training, one matmul call, solvers vs torch.linalg
 #   bash benchmarks/gpu_session.sh round3aa # LU phases on 4 / 16 CPU ranks, LU and Cholesky vs scipy
 #                                          # threads on 4 and 16 ranks, solver tests on CUDA
@@ -388,6 +390,11 @@ case "${1:-tests}" in
     timeout $((330 - SECONDS + t0)) python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet \
         --epochs 2 --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3z_train.log" | tail -4
     step "done after $((SECONDS - t0)) s"
+    ;;
+  eager)  # < 200 s: the eager (graphs off) training step on this GPU, LeNet and ResNet at batch
+          # 128: host and wall us per step of dmath and torch, and a cProfile of dmath's steps
+    timeout 200 python3 benchmarks/train_overhead.py --gpu --batch 128 --models lenet,resnet \
+        --steps 100 --profile 50 2>&1 | tee "$OUT/eager_overhead.log" | grep "^|"
     ;;
   round3ab)  # < R3AB_SECONDS (default 420) s, the GPU only: training (LeNet and ResNet: dmath
              # with and without graphs, torch eager, torch whole-step graph), one bf16 matmul

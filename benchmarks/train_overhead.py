@@ -3,6 +3,7 @@
     python benchmarks/train_overhead.py                      # 1 rank, batch 8, CPU
     python benchmarks/train_overhead.py --models lenet --batch 8 --steps 200
     mpiexec -n 2 python benchmarks/train_overhead.py --commands   # client-server commands/step
+    python benchmarks/train_overhead.py --gpu --batch 128 --models resnet --profile 50
 
 At a tiny batch on the CPU the kernels cost little, so the step time is the
 Python and dispatch overhead: the CPU proxy for a GPU step at batch 128,
@@ -19,6 +20,12 @@ cross-entropy, ``zero_grad``, backward, AdamW, schedule step; "torch
 foreach" is the same with ``AdamW(foreach=True)``, the optimizer torch uses
 on CUDA (on the CPU its default is the per-parameter loop), "torch fused"
 with ``AdamW(fused=True)`` (one kernel a parameter: dmath's default on the CPU).
+
+``--gpu``: the same on one GPU (batch 128 is issue 17's): ``us/step`` is then the host's
+time per step (the launches, not waited for) and ``wall us/step`` the steps' time with the
+GPU's work waited for (one synchronisation after ``--steps`` steps); where the two agree
+the step is host-bound. ``--profile N``: also a cProfile of N dmath steps (the functions
+with the most time of their own), to see where dmath's host time goes.
 
 ``--commands`` (under mpiexec, client-server mode): the commands rank 0
 sends per dmath step.
@@ -95,14 +102,23 @@ class _HostData:
         torch.from_numpy, torch.tensor, torch.Tensor.new_tensor = self._saved
 
 
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def _measure(step, steps: int, warm: int = 5) -> dict:
     for _ in range(warm):
         step()
+    _sync()
     ts = []
+    w0 = time.perf_counter()
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
         ts.append(time.perf_counter() - t0)
+    _sync()
+    wall = (time.perf_counter() - w0) / steps
     kernel = []
     for _ in range(max(5, steps // 5)):
         with _Count() as c, _HostData() as h:
@@ -110,7 +126,8 @@ def _measure(step, steps: int, warm: int = 5) -> dict:
         kernel.append(c.seconds)
     us = 1e6 * statistics.median(ts)
     ops = sum(c.ops.values())
-    return {"us": us, "host_us": us - 1e6 * statistics.median(kernel), "ops": ops,
+    return {"us": us, "wall_us": 1e6 * wall, "host_us": us - 1e6 * statistics.median(kernel),
+            "ops": ops,
             "syncs": c.ops.get("_local_scalar_dense", 0), "host": h.n, "by_op": c.ops}
 
 
@@ -256,15 +273,15 @@ def dmath_step(name: str, batch: int, nsteps: int):
     return step
 
 
-def torch_step(name: str, batch: int, optimizer: str = "default"):
-    """torch's step; ``optimizer``: AdamW's implementation, "default" (on the CPU the
-    per-parameter loop), "foreach" or "fused"."""
+def torch_step(name: str, batch: int, optimizer: str = "default", device: str = "cpu"):
+    """torch's step on ``device``; ``optimizer``: AdamW's implementation, "default" (on the
+    CPU the per-parameter loop, on CUDA foreach), "foreach" or "fused"."""
     import torch.nn.functional as F
     torch.manual_seed(0)
-    model = torch_model(name)
-    xs = torch.randn(batch * 16, 1, 28, 28)
-    ys = torch.randint(0, 10, (batch * 16,))
-    perm = torch.randperm(len(xs))
+    model = torch_model(name).to(device)
+    xs = torch.randn(batch * 16, 1, 28, 28, device=device)
+    ys = torch.randint(0, 10, (batch * 16,), device=device)
+    perm = torch.randperm(len(xs), device=device)
     opt = torch.optim.AdamW(model.parameters(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"],
                             **({} if optimizer == "default" else {optimizer: True}))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _cosine(s, 10 ** 6))
@@ -282,6 +299,22 @@ def torch_step(name: str, batch: int, optimizer: str = "default"):
     return step
 
 
+def _profile(step, steps: int, top: int = 25) -> None:
+    """The functions with the most time of their own over ``steps`` steps (cProfile)."""
+    import cProfile
+    import io
+    import pstats
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(steps):
+        step()
+    _sync()
+    pr.disable()
+    out = io.StringIO()
+    pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(top)
+    print(out.getvalue(), flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="lenet,resnet")
@@ -293,6 +326,9 @@ def main(argv=None) -> int:
                     help="interleaved rounds of --steps steps timed by CPU time (see above)")
     ap.add_argument("--data-parallel", action="store_true",
                     help="SPMD under mpiexec: data-parallel step, --batch per rank")
+    ap.add_argument("--gpu", action="store_true", help="one GPU (see above)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also a cProfile of N dmath steps")
     ap.add_argument("--commands", action="store_true",
                     help="client-server (under mpiexec): commands per dmath step")
     args = ap.parse_args(argv)
@@ -322,7 +358,8 @@ def main(argv=None) -> int:
                 print("   ", ", ".join(f"{k} {v / 10:g}" for k, v in names.most_common(args.top)))
         dmath.finalize()
         return 0
-    dmath.init(device="cpu", mode="spmd", threads=args.threads)
+    dev = "cuda" if args.gpu else "cpu"
+    dmath.init(device=dev, mode="spmd", threads=args.threads)
     if args.data_parallel:
         data_parallel(args.models.split(","), args.batch, args.rounds or 15,
                       min(args.steps, 20))
@@ -332,23 +369,25 @@ def main(argv=None) -> int:
         cpu_time_table(args.models.split(","), args.batch, args.rounds, args.steps)
         dmath.finalize()
         return 0
-    print(f"CPU, 1 rank, batch {args.batch}, {torch.get_num_threads()} thread(s); median of "
+    where = torch.cuda.get_device_name() if args.gpu else "CPU"
+    print(f"{where}, 1 rank, batch {args.batch}, {torch.get_num_threads()} thread(s); median of "
           f"{args.steps} steps")
-    print("| model | system | us/step | us outside torch ops | torch ops/step | host syncs "
-          "| host->tensor |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | system | us/step | wall us/step | us outside torch ops | torch ops/step "
+          "| host syncs | host->tensor |")
+    print("|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
-        runs = {"dmath": dmath_step(name, args.batch, args.steps + 10),
-                "torch": torch_step(name, args.batch),
-                "torch foreach": torch_step(name, args.batch, "foreach"),
-                "torch fused": torch_step(name, args.batch, "fused")}
+        runs = {"dmath": dmath_step(name, args.batch, args.steps + 10 + args.profile),
+                "torch": torch_step(name, args.batch, device=dev),
+                "torch foreach": torch_step(name, args.batch, "foreach", dev),
+                "torch fused": torch_step(name, args.batch, "fused", dev)}
         for sysname, step in runs.items():
             r = _measure(step, args.steps)
-            print(f"| {name} | {sysname} | {r['us']:.0f} | {r['host_us']:.0f} | {r['ops']} | "
-                  f"{r['syncs']} | "
-                  f"{r['host']} |", flush=True)
+            print(f"| {name} | {sysname} | {r['us']:.0f} | {r['wall_us']:.0f} | "
+                  f"{r['host_us']:.0f} | {r['ops']} | {r['syncs']} | {r['host']} |", flush=True)
             if args.top:
                 print("   ", ", ".join(f"{k} {v}" for k, v in r["by_op"].most_common(args.top)))
+        if args.profile:
+            _profile(runs["dmath"], args.profile)
     dmath.finalize()
     return 0
 
