@@ -127,8 +127,8 @@ def _measure(step, steps: int, warm: int = 5) -> dict:
     us = 1e6 * statistics.median(ts)
     ops = sum(c.ops.values())
     return {"us": us, "wall_us": 1e6 * wall, "host_us": us - 1e6 * statistics.median(kernel),
-            "ops": ops,
-            "syncs": c.ops.get("_local_scalar_dense", 0), "host": h.n, "by_op": c.ops}
+            "ops": ops, "syncs": c.ops.get("_local_scalar_dense", 0), "host": h.n,
+            "by_op": c.ops}
 
 
 def _rounds(runs: dict, rounds: int, steps: int, warm: int = 20) -> dict:
