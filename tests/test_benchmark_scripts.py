@@ -1,9 +1,11 @@
 """The benchmark scripts stay runnable: each parses as Python, every name it reaches into
 dmath by (``from dmath.nn import gradsync`` ... ``gradsync.X.y``) still exists, and the GPU
-session script parses as bash. A benchmark runs rarely, often on a lent machine, where a
-broken one costs a device call; a refactor that renames what it uses must change it too."""
+session script parses as bash; and the docs name only scripts, flags and session modes that
+exist. A benchmark runs rarely, often on a lent machine, where a broken one costs a device
+call; a refactor that renames what it uses must change it too."""
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +76,26 @@ def test_gpu_session_script_parses():
     r = subprocess.run(["bash", "-n", str(BENCH / "gpu_session.sh")], capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_docs_name_only_existing_benchmarks_flags_and_session_modes():
+    """Each ``benchmarks/NAME.py --flag`` in README.md and docs/ names a script that exists
+    and a flag it defines; each ``gpu_session.sh MODE`` a mode of that script."""
+    flags = {p.name: set(re.findall(r'add_argument\(\s*"(--[a-z0-9-]+)"', p.read_text()))
+             for p in SCRIPTS}
+    modes = {m for group in re.findall(r"^  ([a-z0-9|]+)\)", (BENCH / "gpu_session.sh").read_text(),
+                                       re.M) for m in group.split("|")}
+    bad = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for i, line in enumerate(doc.read_text().splitlines(), 1):
+            where = f"{doc.relative_to(ROOT)}:{i}"
+            for name, args in re.findall(
+                    r"benchmarks/([a-z_0-9]+\.py)((?: +--?[a-z0-9-]+(?:[ =][^ `|;)]+)?)*)", line):
+                if name not in flags:
+                    bad.append(f"{where}: no benchmarks/{name}")
+                    continue
+                bad += [f"{where}: {name} has no {f}" for f in re.findall(r"(--[a-z0-9-]+)", args)
+                        if f not in flags[name] | {"--help"}]
+            bad += [f"{where}: gpu_session.sh has no mode {m}"
+                    for m in re.findall(r"gpu_session\.sh ([a-z0-9]+)", line) if m not in modes]
+    assert not bad, "\n".join(bad)
