@@ -63,7 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from train import RECIPE, _cosine, torch_model  # noqa: E402
+from train import RECIPE, _cosine, _sync, torch_model  # noqa: E402
 
 
 class _Count(TorchDispatchMode):
@@ -102,22 +102,17 @@ class _HostData:
         torch.from_numpy, torch.tensor, torch.Tensor.new_tensor = self._saved
 
 
-def _sync() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
-def _measure(step, steps: int, warm: int = 5) -> dict:
+def _measure(step, steps: int, dev: torch.device, warm: int = 5) -> dict:
     for _ in range(warm):
         step()
-    _sync()
+    _sync(torch, dev)
     ts = []
     w0 = time.perf_counter()
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
         ts.append(time.perf_counter() - t0)
-    _sync()
+    _sync(torch, dev)
     wall = (time.perf_counter() - w0) / steps
     kernel = []
     for _ in range(max(5, steps // 5)):
@@ -299,7 +294,7 @@ def torch_step(name: str, batch: int, optimizer: str = "default", device: str = 
     return step
 
 
-def _profile(step, steps: int, top: int = 25) -> None:
+def _profile(step, steps: int, dev: torch.device, top: int = 25) -> None:
     """The functions with the most time of their own over ``steps`` steps (cProfile)."""
     import cProfile
     import io
@@ -308,7 +303,7 @@ def _profile(step, steps: int, top: int = 25) -> None:
     pr.enable()
     for _ in range(steps):
         step()
-    _sync()
+    _sync(torch, dev)
     pr.disable()
     out = io.StringIO()
     pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(top)
@@ -381,13 +376,13 @@ def main(argv=None) -> int:
                 "torch foreach": torch_step(name, args.batch, "foreach", dev),
                 "torch fused": torch_step(name, args.batch, "fused", dev)}
         for sysname, step in runs.items():
-            r = _measure(step, args.steps)
+            r = _measure(step, args.steps, torch.device(dev))
             print(f"| {name} | {sysname} | {r['us']:.0f} | {r['wall_us']:.0f} | "
                   f"{r['host_us']:.0f} | {r['ops']} | {r['syncs']} | {r['host']} |", flush=True)
             if args.top:
                 print("   ", ", ".join(f"{k} {v}" for k, v in r["by_op"].most_common(args.top)))
         if args.profile:
-            _profile(runs["dmath"], args.profile)
+            _profile(runs["dmath"], args.profile, torch.device(dev))
     dmath.finalize()
     return 0
 
