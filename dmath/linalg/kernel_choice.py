@@ -131,6 +131,11 @@ def entry(routine: str, dtype: torch.dtype, n: int | None = None, m: int | None 
     return f"{routine} {_dname(dtype)} {size_class(routine, n, m)}"
 
 
+# Bumped when a kernel's implementation changes, so tables measured on the old one are
+# measured again (2: "blas" GEMV by CBLAS directly, not scipy's wrapper, ~20 us less a call).
+REVISION = 2
+
+
 def key(threads: int | None = None) -> str:
     """Tune-file key of this configuration's kernel table."""
     try:
@@ -138,7 +143,7 @@ def key(threads: int | None = None) -> str:
         sv = scipy.__version__
     except ImportError:
         sv = "none"
-    return f"kernels|{profile.fingerprint(torch.device('cpu'), threads)}|scipy {sv}"
+    return f"kernels r{REVISION}|{profile.fingerprint(torch.device('cpu'), threads)}|scipy {sv}"
 
 
 def kernels(name: str) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ import torch
 from ..runtime import agreed, capture
 from ..runtime.plans import PlanCache
 from . import kernel_choice, profile
-from .lapacke import openblas
+from .lapacke import cblas2, openblas
 from .precision import HALF, tf32_enabled
 
 KERNELS = ("torch", "blas")
@@ -259,8 +259,34 @@ def local_gemv(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return torch.mv(a, x)
 
 
+_INT_MAX = 2**31 - 1
+
+
 def _blas_gemv(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    return _blas_gemm(a, x.view(-1, 1), None, 1.0, 0.0).view(-1)
+    """``a @ x`` by OpenBLAS's CBLAS gemv called by address (``lapacke.cblas2``) on a's
+    strides (rows or columns unit-stride; else a copy); through scipy's wrapper where
+    CBLAS is missing or a size passes its 32-bit ints."""
+    m, k = a.shape
+    fns = cblas2(np.float64 if a.dtype == torch.float64 else np.float32)
+    s0, s1 = a.stride()
+    if fns is None or max(m, k, s0, s1) > _INT_MAX:
+        return _blas_gemm(a, x.view(-1, 1), None, 1.0, 0.0).view(-1)
+    y = torch.zeros(m, dtype=a.dtype)          # zeros: beta = 0 must not meet a NaN
+    if m == 0 or k == 0:
+        return y
+    if s1 == 1 and s0 >= k:
+        trans, rows, cols, lda = 111, m, k, s0            # row-major a
+    elif s0 == 1 and s1 >= m:
+        trans, rows, cols, lda = 112, k, m, s1            # row-major a^T
+    else:
+        a = a.contiguous()
+        trans, rows, cols, lda = 111, m, k, k
+    if x.stride(0) < 1:
+        x = x.contiguous()
+    _limit_blas_threads()
+    fns[0](101, trans, rows, cols, 1.0, a.data_ptr(), max(lda, 1), x.data_ptr(), x.stride(0),
+           0.0, y.data_ptr(), 1)
+    return y
 
 
 def gemv_kernel_for(device: torch.device, dtype: torch.dtype) -> str:

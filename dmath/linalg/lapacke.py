@@ -56,6 +56,35 @@ def openblas():
     return _OPENBLAS[0]
 
 
+_CBLAS2: dict = {}
+
+
+def cblas2(dtype):
+    """(gemv, nrm2) of scipy's OpenBLAS for float64 / float32 as ctypes functions, or None:
+    CBLAS ``gemv(order, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)`` (pointers by
+    address, 32-bit ints) and ``nrm2(n, x, incx)``; no wrapper between the caller and the
+    kernel (scipy.linalg.blas's f2py wrappers cost ~20 us a call)."""
+    key = np.dtype(dtype).char
+    if key not in _CBLAS2:
+        lib = openblas()
+        fns = None
+        if lib is not None:
+            try:
+                pre, ct = ("d", ctypes.c_double) if key == "d" else ("s", ctypes.c_float)
+                gemv = getattr(lib, f"scipy_cblas_{pre}gemv")
+                nrm2 = getattr(lib, f"scipy_cblas_{pre}nrm2")
+                i, p = ctypes.c_int, ctypes.c_void_p
+                gemv.argtypes = [i, i, i, i, ct, p, i, p, i, ct, p, i]
+                gemv.restype = None
+                nrm2.argtypes = [i, p, i]
+                nrm2.restype = ct
+                fns = (gemv, nrm2)
+            except AttributeError:
+                fns = None
+        _CBLAS2[key] = fns
+    return _CBLAS2[key]
+
+
 def _lib():
     if not _LIB:
         lib = openblas()
