@@ -22,8 +22,9 @@ would hide takes ~4 us; and the split sums in another order, so the general
 path would have to split alike to keep the bits. Any other case (A's columns sharded,
 partial sums, mixed dtypes, a wire format) returns None: the general path.
 
-The gathered copy is cached on ``v`` like ``v.redistribute(replicated())``'s
-(until v is written), so a repeated ``M @ v`` does not gather again.
+The gathered copy is kept on ``v`` until v is written (small vectors as an attribute,
+larger ones in the layout cache like ``v.redistribute(replicated())``'s), so a repeated
+``M @ v`` does not gather again.
 """
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ from ._local import pick_inner
 from .kernels import local_gemm, local_gemv
 
 _REPLICATED = Layout()
+# A gathered vector of at most this many bytes is kept on the vector (an attribute, read and
+# written in ~0.2 us); the layout cache's bookkeeping (a weak reference, LRU order, eviction)
+# cost ~30 us a gather, more than the all-gather itself, and an iterative method gathers a
+# new vector every step (CG's p, power iteration's x), so it was paid and never used.
+KEEP_BYTES = 1 << 22
 _FLOATS = (torch.float32, torch.float64)
 
 
@@ -71,23 +77,35 @@ class MatVec:
         self.gemv = local_gemv if cpu and tuple(self.local) == (A._local.shape[0],) else None
 
     def gather(self, v: DArray) -> torch.Tensor:
-        """v's elements, whole, on this rank (cached on ``v`` as its replicated copy)."""
+        """v's elements, whole, on this rank: kept on ``v`` itself until it is written
+        (``_gathered``, keyed on its version) up to KEEP_BYTES, in the layout cache beyond."""
         if self.comm is None:
             return v._local
         key = self.cache_key
-        hit = caching.LAYOUTS.get(v, key)
-        if hit is not None:
-            return hit._local
         t = v._local
         n, item = self.k, t.element_size()
+        small = n * item <= KEEP_BYTES
+        if small:                  # counted as the layout cache's (DMATH_SPMD_CHECK agrees them)
+            kept = v.__dict__.get("_gathered")
+            if kept is not None and kept[0] == v._version and (kept[1] is key or kept[1] == key):
+                caching.LAYOUTS.hits += 1
+                return kept[2]
+            caching.LAYOUTS.misses += 1
+        else:
+            hit = caching.LAYOUTS.get(v, key)
+            if hit is not None:
+                return hit._local
         if t.device.type == "cpu":                # host MPI straight into the result
             out = self.comm.host_allgatherv_into(t.contiguous(), torch.empty(n, dtype=t.dtype),
                                                  self.counts, self.displs)
         else:
             out = self.comm.allgatherv(t, self.counts)
-        rep = DArray(out, v.shape, self.rep, v.grid)
-        rep._cached = True
-        caching.LAYOUTS.put(v, key, rep, n * item)
+        if small:
+            v._gathered = (v._version, key, out)
+        else:
+            rep = DArray(out, v.shape, self.rep, v.grid)
+            rep._cached = True
+            caching.LAYOUTS.put(v, key, rep, n * item)
         return out
 
     def run(self, A: DArray, v: DArray) -> DArray:
