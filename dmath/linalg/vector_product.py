@@ -34,7 +34,7 @@ import torch
 
 from ..array import DArray, Layout, wire as _wire
 from ..array.distribution import dim_map
-from ..runtime import caching
+from ..runtime import caching, capture
 from ..runtime import plans
 from ..runtime.plans import PlanCache
 from ._local import pick_inner
@@ -84,7 +84,9 @@ class MatVec:
         key = self.cache_key
         t = v._local
         n, item = self.k, t.element_size()
-        small = n * item <= KEEP_BYTES
+        # while a step is captured the gather's kernels must be in the graph: no copy kept
+        # (the layout cache does the same)
+        small = n * item <= KEEP_BYTES and capture.active() is None
         if small:                  # counted as the layout cache's (DMATH_SPMD_CHECK agrees them)
             kept = v.__dict__.get("_gathered")
             if kept is not None and kept[0] == v._version and (kept[1] is key or kept[1] == key):
