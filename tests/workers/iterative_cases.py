@@ -4,7 +4,8 @@ and vector layouts, float32/float64 and an uneven size, ``A @ v``, ``v @ w``,
 ``dot``, ``alpha * v``, ``v * alpha``, ``x += alpha * v``, ``x -= y``, ``x *= alpha``
 ``norm(v)`` give numpy's values, and bit for bit what the general path gives (plans off), in the
 same layout; a CG run equals numpy's; a CG step costs one all-gather and two
-all-reduces; in-place writes bump versions (no stale gathered copy).
+all-reduces; in-place writes bump versions (no stale gathered copy); the gathered
+vector kept on v serves an unchanged v without an all-gather and never a written one.
 
     mpiexec -n 3 python -m mpi4py tests/workers/iterative_cases.py
 """
@@ -118,6 +119,24 @@ for dt in (torch.float64, torch.float32):
         got, ref = both(lambda: _scaled(x, vl, s))
         same(got, ref, x * float(x @ x), tol * n, f"x *= s {vname} {dt}")
         C.ok()
+
+
+# -- the gathered vector kept on v: reused while v is unchanged, never after a write ---------
+a = rng.standard_normal((n, n))
+x = rng.standard_normal(n)
+A, v = dmath.from_numpy(a, dmath.row_block()), dmath.from_numpy(x, dmath.row_block())
+first = A @ v
+before = STATS.snapshot()["calls"].get("allgather", 0)
+again = A @ v                                     # unchanged v: its kept copy, no all-gather
+assert torch.equal(again.local, first.local)
+assert STATS.snapshot()["calls"].get("allgather", 0) == before, "an unchanged v gathered again"
+for write in (lambda: v.__iadd__(1.0), lambda: v.__setitem__(slice(0, 2), 5.0),
+              lambda: v.set_local(v.local * 2)):
+    write()
+    want = a @ v.to_numpy()
+    np.testing.assert_allclose((A @ v).to_numpy(), want, rtol=1e-12, atol=1e-12,
+                               err_msg="stale gathered vector after an in-place write")
+C.ok()
 
 
 # -- CG: numpy's iterates; one all-gather and two all-reduces a step on row-block vectors ----
