@@ -461,3 +461,22 @@ def test_blas_trsm_solves_as_torch_does(dtype, tol):
                                  trans=False, unit=False, force=True)
     assert torch.equal(X, before)
     assert kernels.trsm_kernel(torch.device("meta"), dtype) == "torch"
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_blas_gemv_on_strides(dtype):
+    """The "blas" GEMV (CBLAS by address on the operand's strides) gives torch's product for
+    row- and column-major matrices, sliced and broadcast ones, strided vectors, empty sides."""
+    g = torch.Generator().manual_seed(3)
+    tol = 1e-10 if dtype == torch.float64 else 1e-4
+    for m, k in ((0, 3), (3, 0), (1, 1), (5, 1), (1, 5), (33, 17)):
+        base = torch.randn(m + 3, k + 5, generator=g, dtype=torch.float64).to(dtype)
+        mats = (base[:m, :k], base[:m, :k].contiguous(), base.T.contiguous().T[:m, :k],
+                base[1:m + 1, 2:k + 2], base[0, :k].expand(m, k))
+        xb = torch.randn(2 * k + 1, generator=g, dtype=torch.float64).to(dtype)
+        for a in mats:
+            for x in (xb[:k], xb[::2][:k]):
+                y = kernels._blas_gemv(a, x)
+                assert y.shape == (m,) and y.dtype == dtype
+                torch.testing.assert_close(y.double(), a.double() @ x.double(), rtol=tol,
+                                           atol=tol, msg=f"{m}x{k} strides {a.stride()}")
