@@ -179,6 +179,11 @@ class BC:
         ts = [x for x in ([t] if isinstance(t, torch.Tensor) else t) if x.shape[1]]
         if not len(dst) or not ts:
             return
+        if self.pr == 1:                       # every row is here: a local gather and scatter
+            d, s = self.index(self.lpos_rows(dst)), self.index(self.lpos_rows(src))
+            for x in ts:
+                x.index_copy_(0, d, x.index_select(0, s))
+            return
         w = sum(x.shape[1] for x in ts)
         sown, down = (src // self.nb) % self.pr, (dst // self.nb) % self.pr
         me = self.myr
