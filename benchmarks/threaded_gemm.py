@@ -1,0 +1,68 @@
+"""A CPU GEMM between torch operations, in a process of several threads: torch's kernel
+against OpenBLAS's (``dmath.linalg.kernels``), alone and alternating.
+
+    python benchmarks/threaded_gemm.py --threads 16
+    python benchmarks/threaded_gemm.py --threads 2 --sizes 128x1568x128,512x512x512
+
+torch's OpenMP threads and OpenBLAS's own threads each spin after a call; when the two
+kinds of call alternate, each takes the cores from the other (``kernels.THREADED_SMALL``).
+For each m x k x n (float32) this times, per iteration, ``torch.relu`` of a 128 x 16 x 28 x
+28 tensor (a LeNet activation: a parallel torch op) followed by one GEMM, with the GEMM by
+torch and by OpenBLAS, and each GEMM alone. ``blas/torch`` > 1: OpenBLAS is slower there.
+``dmath`` names the kernel ``local_gemm`` picks for that size in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _per_call(fn, reps: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--sizes", default="128x1568x128,256x1024x256,512x512x512,1024x1024x1024,"
+                                       "2048x2048x2048")
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    from dmath.linalg import kernels
+    x = torch.randn(128, 16, 28, 28)
+    print(f"{args.threads} thread(s), float32, us per iteration (best of 3 x {args.reps})")
+    print("| m x k x n | torch alone | blas alone | relu + torch | relu + blas | blas/torch "
+          "(alternating) | dmath |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for s in args.sizes.split(","):
+        m, k, n = (int(v) for v in s.split("x"))
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        t = {}
+        for name in ("torch", "blas"):
+            kernels.set_local_kernel(name)
+            t[name] = _per_call(lambda: kernels.local_gemm(a, b), args.reps)
+            t[name + "+"] = _per_call(lambda: (torch.relu(x), kernels.local_gemm(a, b)),
+                                      args.reps)
+        kernels.set_local_kernel(None)
+        pick = kernels.gemm_kernel(a.device, a.dtype, m * k * n)
+        print(f"| {s} | {t['torch'] * 1e6:.0f} | {t['blas'] * 1e6:.0f} | "
+              f"{t['torch+'] * 1e6:.0f} | {t['blas+'] * 1e6:.0f} | "
+              f"{t['blas+'] / t['torch+']:.2f} | {pick} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
