@@ -142,15 +142,17 @@ def test_tall_products_take_the_measured_form(fresh, monkeypatch):
 
 
 def test_several_threads_keep_small_products_on_torch(fresh, monkeypatch):
-    """With more than one thread, GEMV and small GEMMs run torch's kernel (OpenBLAS's and
-    OpenMP's spinning workers starve each other); large GEMMs and LAPACK keep the measured
-    kernel, and the environment still forces."""
+    """With more than one thread, GEMV and GEMMs below 4096^3 run torch's kernel (OpenBLAS's
+    and OpenMP's spinning workers starve each other, milliseconds a switch); larger GEMMs and
+    LAPACK keep the measured kernel, and the environment still forces."""
     path, calls = fresh
     torch.set_num_threads(2)
     kernel_choice._MEMO.clear()
     assert kernels.gemv_kernel_for(CPU, torch.float64) == "torch"
     assert kernels.kernel_for(CPU, torch.float32) == "blas"              # the fake's choice
     assert kernels.gemm_kernel(CPU, torch.float32, 8 * 576 * 128) == "torch"
+    assert kernels.gemm_kernel(CPU, torch.float32, 128 * 1568 * 128) == "torch"   # LeNet, batch 128
+    assert kernels.gemm_kernel(CPU, torch.float32, 2048 ** 3) == "torch"
     assert kernels.gemm_kernel(CPU, torch.float32, 4096 ** 3) == "blas"
     assert kernel_choice.choice("potrf", torch.float64, 4096) == "scipy"
     assert calls == ["gemm float32 large", "potrf float64 large"]

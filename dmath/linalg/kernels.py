@@ -73,13 +73,19 @@ def kernel_for(device: torch.device, dtype: torch.dtype) -> str:
 
 
 # With more than one thread, OpenBLAS's worker threads and torch's OpenMP threads each spin
-# after a call and take the cores from the other when small calls alternate: a LeNet batch-8
+# after a call and take the cores from the other when the two kinds of call alternate: each
+# switch costs milliseconds, while each kernel measured alone looks faster. A LeNet batch-8
 # step on the 2-core VM with 2 threads took 16.1 ms with OpenBLAS's GEMM against 3.2 ms with
-# torch's (torch alone: 2.75), while each kernel measured alone looks faster. So a process of
-# several threads runs its small GEMMs (m k n below THREADED_SMALL) and its GEMVs on torch's
-# kernel unless the kernel is forced; large GEMMs keep the measured one (OpenBLAS 8-13%
-# faster than MKL at 4096 with 2 threads on the VM). One thread per rank is unaffected.
-THREADED_SMALL = 1 << 24
+# torch's; on the lent host's 16 cores, a LeNet batch-128 step with 16 threads took 95.7 ms
+# against torch's own 6.1 (its three 128 x 1568 x 128 GEMMs went to OpenBLAS);
+# ``benchmarks/threaded_gemm.py`` (a parallel torch op, then one GEMM) on the Intel VM with
+# 2 threads: +7-8 ms an iteration for 128 x 1568 x 128 and 512^3 (16x and 6.5x), +5 ms
+# for 1024^3 (1.65x), +4 ms for 2048^3 (1.2x). So a process of several threads runs its
+# GEMMs below THREADED_SMALL (m k n; 4096^3) and its GEMVs and triangular solves on torch's
+# kernel unless the kernel is forced; only GEMMs long enough to hide a switch keep the
+# measured one (OpenBLAS 8-13% faster than MKL at 4096 with 2 threads on the VM). One
+# thread per rank is unaffected.
+THREADED_SMALL = 1 << 36
 
 
 def _threaded_torch(routine: str) -> bool:
