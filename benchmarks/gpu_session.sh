@@ -42,6 +42,9 @@
 #   bash benchmarks/gpu_session.sh round3z  # solver tests on CUDA, GPU training
 #   bash benchmarks/gpu_session.sh eager    # the eager step's host time on the GPU (train_overhead.py
 #                                          # --gpu --profile: dmath vs torch, where dmath's time goes)
+#   bash benchmarks/gpu_session.sh round3ac # eager step profile, GPU training, one matmul call
+#   bash benchmarks/gpu_session.sh round3ad # 16-rank CG (n = 16384), data-parallel step, LU nb on 4 ranks
+#   bash benchmarks/gpu_session.sh round3ae # a GEMM between torch ops on 16 threads, the 16-thread step
 #   bash benchmarks/gpu_session.sh round3ab # GPU training, one matmul call, solvers vs torch.linalg
 #   bash benchmarks/gpu_session.sh round3aa # LU phases on 4 / 16 CPU ranks, LU and Cholesky vs scipy
 #                                          # threads on 4 and 16 ranks, solver tests on CUDA
@@ -389,6 +392,52 @@ case "${1:-tests}" in
     step train; synthetic_fm
     timeout $((330 - SECONDS + t0)) python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet \
         --epochs 2 --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3z_train.log" | tail -4
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3ac)  # < 540 s, the GPU: the eager step's host and wall time with a profile (LeNet and
+             # ResNet, batch 128), training (dmath with and without graphs, torch eager, torch's
+             # whole-step graph), one bf16 matmul call vs torch; then CG at n = 16384 on 16 CPU ranks
+    t0=$SECONDS
+    step "eager step"
+    timeout 150 python3 benchmarks/train_overhead.py --gpu --batch 128 --models lenet,resnet \
+        --steps 60 --profile 30 2>&1 | tee "$OUT/r3ac_eager.log" | grep "^|"
+    step train; synthetic_fm
+    timeout 200 python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet \
+        --epochs 2 --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3ac_train.log" | tail -6
+    step "one matmul call"
+    timeout 50 python3 benchmarks/gemm_call.py --gpu 2>&1 | tee "$OUT/r3ac_gemm_call.log" | tail -6
+    step "CG, power iteration on 16 CPU ranks"       # what is left of 540 s
+    DMATH_DEVICE=cpu timeout $((540 - SECONDS + t0)) python3 benchmarks/iterative.py --n 16384 \
+        --ranks 16 --repeat 3 --no-doc 2>&1 | tee "$OUT/r3ac_iterative.log" | tail -3
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3ad)  # < 420 s, the host's CPUs: CG / power iteration at n = 16384 on 16 ranks vs numpy
+             # with 16 threads, the 16- and 4-rank data-parallel step, LU on 4 ranks (n = 4096)
+             # with nb 128 and 256 vs scipy 4 threads
+    export DMATH_DEVICE=cpu; t0=$SECONDS
+    step "CG, power iteration"
+    timeout 150 python3 benchmarks/iterative.py --n 16384 --ranks 16 --repeat 3 --no-doc 2>&1 \
+        | tee "$OUT/r3ad_iterative.log" | tail -3
+    dp_step r3ad_dp.log
+    step "LU block sizes, 4 ranks"
+    for nb in 128 256; do
+      timeout 60 python3 benchmarks/solvers.py --ranks 4 --n 4096 --nb $nb --routines lu,cholesky \
+          --no-openblas --no-single --no-doc --repeats 2 2>&1 | tee -a "$OUT/r3ad_solvers.log" | tail -4
+    done
+    step "done after $((SECONDS - t0)) s"
+    ;;
+  round3ae)  # < 200 s, the host's CPUs: a GEMM between torch ops with 16 threads (torch's kernel
+             # vs OpenBLAS's), the 16-thread single-process LeNet / ResNet step (dmath as it picks,
+             # dmath with OpenBLAS forced, torch)
+    export DMATH_DEVICE=cpu; t0=$SECONDS
+    step "GEMM between torch ops, 16 threads"
+    timeout 60 python3 benchmarks/threaded_gemm.py --threads 16 2>&1 | tee "$OUT/r3ae_threaded_gemm.log"
+    step "16-thread step"
+    timeout 60 python3 benchmarks/train_overhead.py --models lenet,resnet --batch 128 --threads 16 \
+        --steps 20 2>&1 | tee "$OUT/r3ae_step16.log" | grep "^|"
+    step "16-thread step, OpenBLAS forced"
+    DMATH_CPU_GEMM=blas timeout 60 python3 benchmarks/train_overhead.py --models lenet --batch 128 \
+        --threads 16 --steps 20 2>&1 | tee "$OUT/r3ae_step16_blas.log" | grep "^|"
     step "done after $((SECONDS - t0)) s"
     ;;
   eager)  # < 200 s: the eager (graphs off) training step on this GPU, LeNet and ResNet at batch
