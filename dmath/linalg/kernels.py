@@ -77,7 +77,7 @@ def kernel_for(device: torch.device, dtype: torch.dtype) -> str:
 # switch costs milliseconds, while each kernel measured alone looks faster. A LeNet batch-8
 # step on the 2-core VM with 2 threads took 16.1 ms with OpenBLAS's GEMM against 3.2 ms with
 # torch's; on the lent host's 16 cores, a LeNet batch-128 step with 16 threads took 95.7 ms
-# against torch's own 6.1 (its three 128 x 1568 x 128 GEMMs went to OpenBLAS);
+# against torch's own 6.1 (its 128 x 1568 x 128 GEMMs were above the old bound, 2^24);
 # ``benchmarks/threaded_gemm.py`` (a parallel torch op, then one GEMM) on the Intel VM with
 # 2 threads: +7-8 ms an iteration for 128 x 1568 x 128 and 512^3 (16x and 6.5x), +5 ms
 # for 1024^3 (1.65x), +4 ms for 2048^3 (1.2x). So a process of several threads runs its
