@@ -9,7 +9,8 @@ kinds of call alternate, each takes the cores from the other (``kernels.THREADED
 For each m x k x n (float32) this times, per iteration, ``torch.relu`` of a 128 x 16 x 28 x
 28 tensor (a LeNet activation: a parallel torch op) followed by one GEMM, with the GEMM by
 torch and by OpenBLAS, and each GEMM alone. ``blas/torch`` > 1: OpenBLAS is slower there.
-``dmath`` names the kernel ``local_gemm`` picks for that size in this process.
+``dmath`` names the kernel ``local_gemm`` picks for that size in this process; the header,
+the one the measurement of the kernels alone chose (``kernels.kernel_for``).
 """
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from dmath.linalg import kernels
     x = torch.randn(128, 16, 28, 28)
-    print(f"{args.threads} thread(s), float32, us per iteration (best of 3 x {args.reps})")
+    cpu = torch.device("cpu")
+    print(f"{args.threads} thread(s), float32, us per iteration (best of 3 x {args.reps}); the "
+          f"measured GEMM kernel (alone): {kernels.kernel_for(cpu, torch.float32)}")
     print("| m x k x n | torch alone | blas alone | relu + torch | relu + blas | blas/torch "
           "(alternating) | dmath |")
     print("|---|---:|---:|---:|---:|---:|---|")
