@@ -400,7 +400,7 @@ case "${1:-tests}" in
     t0=$SECONDS
     step "eager step"
     timeout 150 python3 benchmarks/train_overhead.py --gpu --batch 128 --models lenet,resnet \
-        --steps 60 --profile 30 2>&1 | tee "$OUT/r3ac_eager.log" | grep "^|"
+        --steps 60 --no-graphs --profile 30 2>&1 | tee "$OUT/r3ac_eager.log" | grep "^|"
     step train; synthetic_fm
     timeout 200 python3 benchmarks/train.py --gpu --data /tmp/fm.npz --models lenet,resnet \
         --epochs 2 --systems dmath,dmath-eager,torch,torch-graph --no-doc 2>&1 | tee "$OUT/r3ac_train.log" | tail -6
@@ -443,7 +443,7 @@ case "${1:-tests}" in
   eager)  # < 200 s: the eager (graphs off) training step on this GPU, LeNet and ResNet at batch
           # 128: host and wall us per step of dmath and torch, and a cProfile of dmath's steps
     timeout 200 python3 benchmarks/train_overhead.py --gpu --batch 128 --models lenet,resnet \
-        --steps 100 --profile 50 2>&1 | tee "$OUT/eager_overhead.log" | grep "^|"
+        --steps 100 --no-graphs --profile 50 2>&1 | tee "$OUT/eager_overhead.log" | grep "^|"
     ;;
   round3ab)  # < R3AB_SECONDS (default 420) s, the GPU only: training (LeNet and ResNet: dmath
              # with and without graphs, torch eager, torch whole-step graph), one bf16 matmul

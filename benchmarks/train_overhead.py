@@ -3,7 +3,7 @@
     python benchmarks/train_overhead.py                      # 1 rank, batch 8, CPU
     python benchmarks/train_overhead.py --models lenet --batch 8 --steps 200
     mpiexec -n 2 python benchmarks/train_overhead.py --commands   # client-server commands/step
-    python benchmarks/train_overhead.py --gpu --batch 128 --models resnet --profile 50
+    python benchmarks/train_overhead.py --gpu --batch 128 --models resnet --no-graphs --profile 50
 
 At a tiny batch on the CPU the kernels cost little, so the step time is the
 Python and dispatch overhead: the CPU proxy for a GPU step at batch 128,
@@ -24,8 +24,10 @@ with ``AdamW(fused=True)`` (one kernel a parameter: dmath's default on the CPU).
 ``--gpu``: the same on one GPU (batch 128 is issue 17's): ``us/step`` is then the host's
 time per step (the launches, not waited for) and ``wall us/step`` the steps' time with the
 GPU's work waited for (one synchronisation after ``--steps`` steps); where the two agree
-the step is host-bound. ``--profile N``: also a cProfile of N dmath steps (the functions
-with the most time of their own), to see where dmath's host time goes.
+the step is host-bound. dmath's row is then the captured step's replay (the Trainer's
+default on a GPU); ``--no-graphs`` times its eager step. ``--profile N``: also a cProfile of
+N dmath steps (the functions with the most time of their own), to see where dmath's host
+time goes.
 
 ``--commands`` (under mpiexec, client-server mode): the commands rank 0
 sends per dmath step.
@@ -249,7 +251,8 @@ def _cpu_now() -> int:
         return -1
 
 
-def dmath_step(name: str, batch: int, nsteps: int):
+def dmath_step(name: str, batch: int, nsteps: int, graphs="auto"):
+    """dmath's step; ``graphs``: the Trainer's (``"auto"``: captured on a GPU, False: eager)."""
     from dmath import train
     rng = np.random.default_rng(0)
     n = batch * (nsteps + 16)
@@ -259,7 +262,8 @@ def dmath_step(name: str, batch: int, nsteps: int):
     loader = train.DataLoader(ds, batch, layout=xl, shuffle=True, seed=0, drop_last=True)
     opt = train.AdamW(net.params(), RECIPE["lr"], weight_decay=RECIPE["weight_decay"])
     sched = train.WarmupCosine(opt, 0, 10 * len(loader))
-    tr = train.Trainer(net, opt, schedule=sched, schedule_per="step", progress=False)
+    tr = train.Trainer(net, opt, schedule=sched, schedule_per="step", progress=False,
+                       graphs=graphs)
     it = [0]
 
     def step():
@@ -322,6 +326,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-parallel", action="store_true",
                     help="SPMD under mpiexec: data-parallel step, --batch per rank")
     ap.add_argument("--gpu", action="store_true", help="one GPU (see above)")
+    ap.add_argument("--no-graphs", action="store_true",
+                    help="dmath's step eager (on a GPU the Trainer captures it by default)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also a cProfile of N dmath steps")
     ap.add_argument("--commands", action="store_true",
@@ -371,7 +377,8 @@ def main(argv=None) -> int:
           "| host syncs | host->tensor |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
-        runs = {"dmath": dmath_step(name, args.batch, args.steps + 10 + args.profile),
+        runs = {"dmath": dmath_step(name, args.batch, args.steps + 10 + args.profile,
+                                    False if args.no_graphs else "auto"),
                 "torch": torch_step(name, args.batch, device=dev),
                 "torch foreach": torch_step(name, args.batch, "foreach", dev),
                 "torch fused": torch_step(name, args.batch, "fused", dev)}
