@@ -8,6 +8,7 @@ import scipy.linalg as sl
 import torch
 
 from dmath.linalg import kernel_choice, kernels, local_lapack, profile
+from dmath.runtime import agreed
 from mpi_harness import run_workers
 
 CPU = torch.device("cpu")
@@ -142,9 +143,10 @@ def test_tall_products_take_the_measured_form(fresh, monkeypatch):
 
 
 def test_several_threads_keep_small_products_on_torch(fresh, monkeypatch):
-    """With more than one thread, GEMV and GEMMs below 4096^3 run torch's kernel (OpenBLAS's
-    and OpenMP's spinning workers starve each other, milliseconds a switch); larger GEMMs and
-    LAPACK keep the measured kernel, and the environment still forces."""
+    """With more than one thread, GEMV, GEMMs below 4096^3 and the small / panel LAPACK calls
+    run torch's kernel (OpenBLAS's and OpenMP's spinning workers starve each other,
+    milliseconds a switch); larger GEMMs and whole-matrix LAPACK keep the measured kernel,
+    a session follows rank 0's thread count, and the environment still forces."""
     path, calls = fresh
     torch.set_num_threads(2)
     kernel_choice._MEMO.clear()
@@ -156,6 +158,22 @@ def test_several_threads_keep_small_products_on_torch(fresh, monkeypatch):
     assert kernels.gemm_kernel(CPU, torch.float32, 4096 ** 3) == "blas"
     assert kernel_choice.choice("potrf", torch.float64, 4096) == "scipy"
     assert calls == ["gemm float32 large", "potrf float64 large"]
+    # the blocks and panels of the distributed loops: torch's LAPACK, nothing measured
+    assert kernel_choice.choice("potrf", torch.float64, 128) == "torch"
+    assert kernel_choice.choice("getrf", torch.float64, 128, m=1536) == "torch"
+    assert calls == ["gemm float32 large", "potrf float64 large"]
+    # in a session, rank 0's thread count decides (every rank alike)
+    table = {"potrf float64 small": "scipy", "several threads": False}
+    with agreed.override("local kernels", table):
+        assert kernel_choice.choice("potrf", torch.float64, 128) == "scipy"
+    torch.set_num_threads(1)
+    with agreed.override("local kernels", dict(table, **{"several threads": True})):
+        assert kernel_choice.choice("potrf", torch.float64, 128) == "torch"
+    torch.set_num_threads(2)
+    monkeypatch.setenv("DMATH_CPU_LAPACK", "scipy")                   # forcing still wins
+    kernel_choice._MEMO.clear()
+    assert kernel_choice.choice("potrf", torch.float64, 128) == "scipy"
+    monkeypatch.delenv("DMATH_CPU_LAPACK")
     monkeypatch.setenv("DMATH_CPU_GEMM", "blas")
     kernels._KERNELS.clear()
     assert kernels.gemm_kernel(CPU, torch.float32, 8 * 576 * 128) == "blas"
@@ -245,7 +263,10 @@ def judged(tmp_path, monkeypatch):
 
     monkeypatch.setattr(kernel_choice, "measure", fake)
     kernel_choice._MEMO.clear()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                     # one thread: small entries are measured too
     yield tmp_path / "tune.json", script, calls
+    torch.set_num_threads(threads)
     kernel_choice._MEMO.clear()
 
 

@@ -188,6 +188,15 @@ def _agreed_table() -> dict | None:
     return None
 
 
+# With several threads, scipy's LAPACK (OpenBLAS's worker threads) and torch's OpenMP ops
+# starve each other when they alternate, milliseconds a switch (``kernels.THREADED_SMALL``):
+# the distributed Cholesky of n = 2048 (nb 128) on one rank with 2 threads took 328.6 ms
+# with its measured potrf (scipy) against 47.8 with torch's, LU 155.1 against 84.7. So a
+# process of several threads factors its small blocks and panels (the "small" and "panel"
+# classes: the calls inside the distributed loops) with torch's LAPACK unless forced; a
+# "large" call (a whole matrix at once) keeps the measured kernel. In a session of several
+# ranks the rule follows rank 0's thread count (its table's "several threads"), so every
+# rank chooses alike even where their thread counts differ.
 def choice(routine: str, dtype: torch.dtype, n: int | None = None,
            device: torch.device | None = None, m: int | None = None) -> str:
     """The kernel ``routine`` runs for ``dtype`` at order ``n`` (or on an m x n matrix, n
@@ -200,6 +209,10 @@ def choice(routine: str, dtype: torch.dtype, n: int | None = None,
         return f
     name = entry(routine, dtype, n, m)
     shared = _agreed_table()
+    threaded = shared.get("several threads", False) if shared is not None \
+        else torch.get_num_threads() > 1
+    if threaded and not name.endswith(" large") and "torch" in ROUTINES[routine]:
+        return "torch"                    # a panel between torch ops (above)
     if shared is not None:
         return shared.get(name, "torch")
     memo = (key(), name)
@@ -283,6 +296,7 @@ def _session_table() -> dict[str, str]:
     file holds, with the environment's forcing applied."""
     from ..runtime import context
     out = {f"{r} forced": forced(r) for r in ROUTINES if forced(r) is not None}
+    out["several threads"] = torch.get_num_threads() > 1
     if context().device.type != "cpu":
         return out
     names = sorted(set(AT_INIT) | set(_read_file()))
