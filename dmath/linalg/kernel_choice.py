@@ -211,7 +211,7 @@ def choice(routine: str, dtype: torch.dtype, n: int | None = None,
     shared = _agreed_table()
     threaded = shared.get("several threads", False) if shared is not None \
         else torch.get_num_threads() > 1
-    if threaded and not name.endswith(" large") and "torch" in ROUTINES[routine]:
+    if threaded and _torch_when_threaded(name):
         return "torch"                    # a panel between torch ops (above)
     if shared is not None:
         return shared.get(name, "torch")
@@ -291,17 +291,25 @@ def recheck(entries: list[str] | None = None) -> dict[str, dict]:
     return found
 
 
-def _session_table() -> dict[str, str]:
+def _session_table() -> dict[str, str | bool]:
     """Rank 0's table for the session (read at ``dmath.init``): AT_INIT plus whatever the
-    file holds, with the environment's forcing applied."""
+    file holds (less the entries a process of several threads never reads), with the
+    environment's forcing applied, and whether rank 0 runs several threads."""
     from ..runtime import context
     out = {f"{r} forced": forced(r) for r in ROUTINES if forced(r) is not None}
     out["several threads"] = torch.get_num_threads() > 1
     if context().device.type != "cpu":
         return out
     names = sorted(set(AT_INIT) | set(_read_file()))
-    out.update(table([n for n in names if len(n.split()) == 3 and n.split()[0] in ROUTINES]))
+    names = [n for n in names if len(n.split()) == 3 and n.split()[0] in ROUTINES
+             and not (out["several threads"] and _torch_when_threaded(n))]   # never read
+    out.update(table(names))
     return out
+
+
+def _torch_when_threaded(name: str) -> bool:
+    """Whether entry ``name`` is torch's in a process of several threads (``choice``)."""
+    return not name.endswith(" large") and "torch" in ROUTINES[name.split()[0]]
 
 
 agreed.register("local kernels", _session_table)
