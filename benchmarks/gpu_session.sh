@@ -44,7 +44,8 @@
 #                                          # --gpu --profile: dmath vs torch, where dmath's time goes)
 #   bash benchmarks/gpu_session.sh round3ac # eager step profile, GPU training, one matmul call
 #   bash benchmarks/gpu_session.sh round3ad # 16-rank CG (n = 16384), data-parallel step, LU nb on 4 ranks
-#   bash benchmarks/gpu_session.sh round3ae # a GEMM between torch ops on 16 threads, the 16-thread step
+#   bash benchmarks/gpu_session.sh round3ae # a GEMM / LAPACK panels between torch ops on 16 threads, the
+#                                          # 16-thread step
 #   bash benchmarks/gpu_session.sh round3ab # GPU training, one matmul call, solvers vs torch.linalg
 #   bash benchmarks/gpu_session.sh round3aa # LU phases on 4 / 16 CPU ranks, LU and Cholesky vs scipy
 #                                          # threads on 4 and 16 ranks, solver tests on CUDA
@@ -426,12 +427,14 @@ case "${1:-tests}" in
     done
     step "done after $((SECONDS - t0)) s"
     ;;
-  round3ae)  # < 200 s, the host's CPUs: a GEMM between torch ops with 16 threads (torch's kernel
-             # vs OpenBLAS's), the 16-thread single-process LeNet / ResNet step (dmath as it picks,
-             # dmath with OpenBLAS forced, torch)
+  round3ae)  # < 260 s, the host's CPUs: a GEMM between torch ops with 16 threads (torch's kernel
+             # vs OpenBLAS's), LU / Cholesky over panels with 16 threads, the 16-thread
+             # single-process LeNet / ResNet step (dmath as it picks, with OpenBLAS forced, torch)
     export DMATH_DEVICE=cpu; t0=$SECONDS
     step "GEMM between torch ops, 16 threads"
     timeout 60 python3 benchmarks/threaded_gemm.py --threads 16 2>&1 | tee "$OUT/r3ae_threaded_gemm.log"
+    timeout 60 python3 benchmarks/threaded_gemm.py --threads 16 --panels --n 4096 2>&1 \
+        | tee -a "$OUT/r3ae_threaded_gemm.log" | tail -4
     step "16-thread step"
     timeout 60 python3 benchmarks/train_overhead.py --models lenet,resnet --batch 128 --threads 16 \
         --steps 20 2>&1 | tee "$OUT/r3ae_step16.log" | grep "^|"
