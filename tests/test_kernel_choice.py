@@ -453,7 +453,7 @@ def test_blas_trsm_solves_as_torch_does(dtype, tol):
     """``kernels.blas_trsm`` (OpenBLAS on strided views, in place) against torch's solve, for
     the four triangle / side / transpose / unit cases on views of wider pieces; views it
     cannot pass to cblas (a transposed X) are left to torch (False, X unchanged)."""
-    if kernels._cblas_trsm() is None:
+    if kernels._cblas_trsm(dtype) is None:
         pytest.skip("no OpenBLAS CBLAS (scipy) here")
     g = torch.Generator().manual_seed(11)
     for trial in range(40):

@@ -16,7 +16,6 @@ every rank raises the same one.
 """
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Sequence
 
 import numpy as np
@@ -28,7 +27,7 @@ from ..array.distribution import dim_map
 from ..runtime.grid import Grid, most_square
 from ..runtime.pending import Pending
 from . import _async
-from .lapacke import openblas
+from .lapacke import cblas, rowmajor
 
 LinAlgError = np.linalg.LinAlgError
 
@@ -298,37 +297,6 @@ def vector_out(B: BC, was_1d: bool) -> DArray:
 
 
 # -- the trailing-update GEMM -----------------------------------------------------------------
-_CBLAS: list = []
-
-
-def _cblas():
-    """(cblas_dgemm, cblas_sgemm) of the OpenBLAS scipy ships, or None."""
-    if not _CBLAS:
-        fns = None
-        lib = openblas()
-        try:
-            fns = (lib.scipy_cblas_dgemm, lib.scipy_cblas_sgemm)
-            for f, t in zip(fns, (ctypes.c_double, ctypes.c_float)):
-                i = ctypes.c_int
-                f.argtypes = [i, i, i, i, i, i, t, ctypes.c_void_p, i, ctypes.c_void_p, i, t,
-                              ctypes.c_void_p, i]
-                f.restype = None
-            lib.scipy_openblas_set_num_threads(torch.get_num_threads())
-        except AttributeError:            # no library (None) or no CBLAS in it
-            fns = None
-        _CBLAS.append(fns)
-    return _CBLAS[0]
-
-
-def _rowmajor(t: torch.Tensor) -> tuple[int, int] | None:
-    """(transpose flag, leading dimension) of a 2-D strided view for cblas (row-major)."""
-    if t.stride(1) == 1 and t.stride(0) >= max(1, t.shape[1]):
-        return 111, t.stride(0)
-    if t.stride(0) == 1 and t.stride(1) >= max(1, t.shape[0]):
-        return 112, t.stride(1)
-    return None
-
-
 def sub_gemm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> None:
     """C -= A @ B in place (C a strided view of a local piece): the CPU GEMM the tune
     profile picks (``dmath.linalg.kernels.kernel_for``; 'blas' calls OpenBLAS on the
@@ -336,14 +304,14 @@ def sub_gemm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> None:
     if C.numel() == 0 or A.shape[1] == 0:
         return
     if C.device.type == "cpu" and C.dtype in (torch.float32, torch.float64):
-        from .kernels import gemm_kernel
-        if gemm_kernel(C.device, C.dtype, C.numel() * A.shape[1]) == "blas" \
-                and _cblas() is not None:
-            c, a, b = _rowmajor(C), _rowmajor(A), _rowmajor(B)
+        from .kernels import _limit_blas_threads, gemm_kernel
+        gemm = cblas("gemm", np.float32 if C.dtype == torch.float32 else np.float64)
+        if gemm_kernel(C.device, C.dtype, C.numel() * A.shape[1]) == "blas" and gemm is not None:
+            c, a, b = rowmajor(C), rowmajor(A), rowmajor(B)
             if c is not None and c[0] == 111 and a is not None and b is not None:
-                f = _cblas()[C.dtype == torch.float32]
-                f(101, a[0], b[0], C.shape[0], C.shape[1], A.shape[1], -1.0, A.data_ptr(), a[1],
-                  B.data_ptr(), b[1], 1.0, C.data_ptr(), c[1])
+                _limit_blas_threads()
+                gemm(101, a[0], b[0], C.shape[0], C.shape[1], A.shape[1], -1.0, A.data_ptr(),
+                     a[1], B.data_ptr(), b[1], 1.0, C.data_ptr(), c[1])
                 return
     C.addmm_(A, B, alpha=-1)
 

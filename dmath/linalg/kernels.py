@@ -21,7 +21,6 @@ OpenBLAS runs with torch's thread count (``torch.get_num_threads()``).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 
 import numpy as np
 import torch
@@ -29,7 +28,7 @@ import torch
 from ..runtime import agreed, capture
 from ..runtime.plans import PlanCache
 from . import kernel_choice, profile
-from .lapacke import cblas2, openblas
+from .lapacke import cblas, openblas, rowmajor
 from .precision import HALF, tf32_enabled
 
 KERNELS = ("torch", "blas")
@@ -269,29 +268,27 @@ _INT_MAX = 2**31 - 1
 
 
 def _blas_gemv(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``a @ x`` by OpenBLAS's CBLAS gemv called by address (``lapacke.cblas2``) on a's
-    strides (rows or columns unit-stride; else a copy); through scipy's wrapper where
-    CBLAS is missing or a size passes its 32-bit ints."""
+    """``a @ x`` by OpenBLAS's CBLAS gemv called by address (``lapacke.cblas``) on a's
+    strides (rows or columns unit-stride, ``lapacke.rowmajor``; else a copy); through
+    scipy's wrapper where CBLAS is missing or a size passes its 32-bit ints."""
     m, k = a.shape
-    fns = cblas2(np.float64 if a.dtype == torch.float64 else np.float32)
-    s0, s1 = a.stride()
-    if fns is None or max(m, k, s0, s1) > _INT_MAX:
+    gemv = cblas("gemv", np.float64 if a.dtype == torch.float64 else np.float32)
+    if gemv is None or max(m, k, *a.stride()) > _INT_MAX:
         return _blas_gemm(a, x.view(-1, 1), None, 1.0, 0.0).view(-1)
     y = torch.zeros(m, dtype=a.dtype)          # zeros: beta = 0 must not meet a NaN
     if m == 0 or k == 0:
         return y
-    if s1 == 1 and s0 >= k:
-        trans, rows, cols, lda = 111, m, k, s0            # row-major a
-    elif s0 == 1 and s1 >= m:
-        trans, rows, cols, lda = 112, k, m, s1            # row-major a^T
-    else:
+    view = rowmajor(a)
+    if view is None:
         a = a.contiguous()
-        trans, rows, cols, lda = 111, m, k, k
+        view = (111, k)
+    trans, lda = view                           # 112: a is the transpose of a row-major k x m
+    rows, cols = (m, k) if trans == 111 else (k, m)
     if x.stride(0) < 1:
         x = x.contiguous()
     _limit_blas_threads()
-    fns[0](101, trans, rows, cols, 1.0, a.data_ptr(), max(lda, 1), x.data_ptr(), x.stride(0),
-           0.0, y.data_ptr(), 1)
+    gemv(101, trans, rows, cols, 1.0, a.data_ptr(), lda, x.data_ptr(), x.stride(0), 0.0,
+         y.data_ptr(), 1)
     return y
 
 
@@ -314,24 +311,9 @@ def gemv_kernel_for(device: torch.device, dtype: torch.dtype) -> str:
 
 
 # -- triangular solves in place (the blocked factorizations' panels) --------------------
-_TRSM: list = []
-
-
-def _cblas_trsm():
-    """{torch.float64: cblas_dtrsm, torch.float32: cblas_strsm} of scipy's OpenBLAS, or None."""
-    if not _TRSM:
-        fns, lib = None, openblas()
-        try:
-            fns = {torch.float64: lib.scipy_cblas_dtrsm, torch.float32: lib.scipy_cblas_strsm}
-            i, p = ctypes.c_int, ctypes.c_void_p
-            for dt, f in fns.items():
-                t = ctypes.c_double if dt == torch.float64 else ctypes.c_float
-                f.argtypes = [i, i, i, i, i, i, i, t, p, i, p, i]
-                f.restype = None
-        except AttributeError:            # no library (None) or no CBLAS in it
-            fns = None
-        _TRSM.append(fns)
-    return _TRSM[0]
+def _cblas_trsm(dtype: torch.dtype):
+    """OpenBLAS's cblas trsm for ``dtype`` (float64 / float32; ``lapacke.cblas``), or None."""
+    return cblas("trsm", np.float64 if dtype == torch.float64 else np.float32)
 
 
 def trsm_kernel(device: torch.device, dtype: torch.dtype) -> str:
@@ -344,7 +326,7 @@ def trsm_kernel(device: torch.device, dtype: torch.dtype) -> str:
     k = _KERNELS.get(key)
     if k is None:
         k = "torch" if _threaded_torch("trsm") else kernel_choice.choice("trsm", dtype)
-        k = _KERNELS.put(key, k if k != "blas" or _cblas_trsm() is not None else "torch")
+        k = _KERNELS.put(key, k if k != "blas" or _cblas_trsm(dtype) is not None else "torch")
     return k
 
 
@@ -360,14 +342,14 @@ def blas_trsm(A: torch.Tensor, X: torch.Tensor, *, left: bool, lower: bool, tran
     if not (force or trsm_kernel(X.device, X.dtype) == "blas") or X.dtype != A.dtype \
             or X.device.type != "cpu" or X.dtype not in _GEMV_DTYPES:
         return False
-    fns = _cblas_trsm()
-    if fns is None or A.stride(1) != 1 or X.stride(1) != 1 \
+    trsm = _cblas_trsm(X.dtype)
+    if trsm is None or A.stride(1) != 1 or X.stride(1) != 1 \
             or A.stride(0) < max(1, A.shape[1]) or X.stride(0) < max(1, X.shape[1]):
         return False
     _limit_blas_threads()
-    fns[X.dtype](101, 141 if left else 142, 122 if lower else 121, 112 if trans else 111,
-                 132 if unit else 131, X.shape[0], X.shape[1], 1.0, A.data_ptr(), A.stride(0),
-                 X.data_ptr(), X.stride(0))
+    trsm(101, 141 if left else 142, 122 if lower else 121, 112 if trans else 111,
+         132 if unit else 131, X.shape[0], X.shape[1], 1.0, A.data_ptr(), A.stride(0),
+         X.data_ptr(), X.stride(0))
     return True
 
 

@@ -56,33 +56,44 @@ def openblas():
     return _OPENBLAS[0]
 
 
-_CBLAS2: dict = {}
+# CBLAS argument types of the routines dmath calls by address: "i" a C int, "p" a pointer,
+# "f" the routine's float (double for d..., float for s...)
+_CBLAS_ARGS = {"gemm": "iiiiiifpipifpi", "gemv": "iiiifpipifpi", "nrm2": "ipi",
+               "trsm": "iiiiiiifpipi"}
+_CBLAS_RETURNS = {"nrm2": "f"}
+_CBLAS: dict = {}
 
 
-def cblas2(dtype):
-    """(gemv, nrm2) of scipy's OpenBLAS for float64 / float32 as ctypes functions, or None:
-    CBLAS ``gemv(order, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)`` (pointers by
-    address, 32-bit ints) and ``nrm2(n, x, incx)``; no wrapper between the caller and the
-    kernel (scipy.linalg.blas's f2py wrappers cost ~20 us a call)."""
-    key = np.dtype(dtype).char
-    if key not in _CBLAS2:
-        lib = openblas()
-        fns = None
+def cblas(name: str, dtype):
+    """scipy's OpenBLAS ``cblas_d<name>`` / ``cblas_s<name>`` for a float64 / float32
+    ``dtype`` (numpy's) as a ctypes function taking pointers by address and 32-bit ints,
+    or None where scipy's OpenBLAS or its CBLAS is missing: no wrapper between the caller
+    and the kernel (scipy.linalg.blas's f2py wrappers cost ~20 us a call). ``name``: gemm,
+    gemv, nrm2 or trsm (``_CBLAS_ARGS``)."""
+    key = (name, np.dtype(dtype).char)
+    if key not in _CBLAS:
+        lib, fn = openblas(), None
+        pre, flt = ("d", ctypes.c_double) if key[1] == "d" else ("s", ctypes.c_float)
         if lib is not None:
-            try:
-                pre, ct = ("d", ctypes.c_double) if key == "d" else ("s", ctypes.c_float)
-                gemv = getattr(lib, f"scipy_cblas_{pre}gemv")
-                nrm2 = getattr(lib, f"scipy_cblas_{pre}nrm2")
-                i, p = ctypes.c_int, ctypes.c_void_p
-                gemv.argtypes = [i, i, i, i, ct, p, i, p, i, ct, p, i]
-                gemv.restype = None
-                nrm2.argtypes = [i, p, i]
-                nrm2.restype = ct
-                fns = (gemv, nrm2)
-            except AttributeError:
-                fns = None
-        _CBLAS2[key] = fns
-    return _CBLAS2[key]
+            fn = getattr(lib, f"scipy_cblas_{pre}{name}", None)
+        if fn is not None:
+            types = {"i": ctypes.c_int, "p": ctypes.c_void_p, "f": flt}
+            fn.argtypes = [types[c] for c in _CBLAS_ARGS[name]]
+            fn.restype = types[_CBLAS_RETURNS[name]] if name in _CBLAS_RETURNS else None
+        _CBLAS[key] = fn
+    return _CBLAS[key]
+
+
+def rowmajor(t) -> tuple[int, int] | None:
+    """(CBLAS transpose flag, leading dimension) under which the 2-D strided tensor view
+    ``t`` is a row-major matrix: (111, its rows' stride) if its rows are unit-stride, (112,
+    its columns' stride) if it is the transpose of one, else None."""
+    s0, s1 = t.stride()
+    if s1 == 1 and s0 >= max(1, t.shape[1]):
+        return 111, s0
+    if s0 == 1 and s1 >= max(1, t.shape[0]):
+        return 112, s1
+    return None
 
 
 def _lib():

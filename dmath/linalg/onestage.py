@@ -15,7 +15,7 @@ a column is ONE gemv over the first columns of L or R:
 ``Workspace`` holds what a reduction needs for that: the rank's piece as a
 numpy view (no copy), its global row / column indices (and numroc as
 tables), L and R, the packed all-reduce buffer, and OpenBLAS's gemv / nrm2
-for the dtype (from the OpenBLAS scipy ships, ``lapacke.cblas2``, called
+for the dtype (from the OpenBLAS scipy ships, ``lapacke.cblas``, called
 by ctypes on strided views with their leading dimensions: no copies, ~1.5 us
 a call). The per-column Python is the cost next to the bytes (a numpy op or
 ``ndarray.ctypes.data`` ~1 us each, ~1000 columns at n = 1024), so the hot
@@ -49,7 +49,7 @@ import torch
 from .. import native
 from ._bc import BC, sub_gemm
 from .kernels import _limit_blas_threads
-from .lapacke import cblas2
+from .lapacke import cblas
 
 
 def usable(M: BC) -> bool:
@@ -57,7 +57,7 @@ def usable(M: BC) -> bool:
     OpenBLAS present (the same answer on every rank: the two loops' collectives differ)."""
     a = M.a
     return (a.device.type == "cpu" and a.dtype in (torch.float32, torch.float64)
-            and cblas2(np.float64 if a.dtype == torch.float64 else np.float32) is not None)
+            and cblas("gemv", np.float64 if a.dtype == torch.float64 else np.float32) is not None)
 
 
 class Workspace:
@@ -72,7 +72,7 @@ class Workspace:
         self.a = M.a.detach().numpy()
         self.dt = self.a.dtype
         self.isz = self.dt.itemsize
-        self._gemv, self._nrm2 = cblas2(self.dt)
+        self._gemv, self._nrm2 = cblas("gemv", self.dt), cblas("nrm2", self.dt)
         _limit_blas_threads()                   # torch's thread count, not every core
         self.gr, self.gc = M.grows(), M.gcols()
         self.world = M.grid.world
